@@ -1,0 +1,205 @@
+"""Document helpers: the value model, dotted paths, the one merge rule, canonical digests.
+
+A *document* is a ``dict[str, Value]`` whose values are ``None``, ``bool``, ``int``,
+``float``, ``str``, ``list`` or another table. Every layer, format and store speaks this
+model; nothing else (no dates, no bytes) crosses a module boundary.
+
+The merge rule is the engine's only one: tables merge key by key at every depth; anything
+else (scalar, array, null) replaces what was below it whole. ``bool`` is never confused
+with ``int`` (Python's ``True == 1`` is the trap), which is why comparisons here go through
+:func:`same_value`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Iterator, Mapping
+from typing import Any, TypeAlias
+
+from dynconf.errors import TypeMismatchError
+
+__all__ = [
+    "Document",
+    "Value",
+    "canonical_json",
+    "deep_copy",
+    "deep_merge",
+    "expand_paths",
+    "fingerprint",
+    "get_path",
+    "has_path",
+    "join_path",
+    "leaf_paths",
+    "same_value",
+    "set_path",
+    "split_path",
+    "walk_leaves",
+]
+
+Value: TypeAlias = Any
+"""A document value: None, bool, int, float, str, list[Value] or dict[str, Value]."""
+
+Document: TypeAlias = dict[str, Any]
+"""A table: the top level of every document."""
+
+
+def split_path(path: str) -> list[str]:
+    """Split a dotted path into segments, refusing empty segments and ``::``.
+
+    ``""`` is the whole document and splits to ``[]``.
+    """
+    if path == "":
+        return []
+    if "::" in path:
+        raise TypeMismatchError(
+            f"the path `{path}` contains `::`; section references are only allowed as an "
+            "alias source",
+            path=path,
+        )
+    segments = path.split(".")
+    if any(segment == "" for segment in segments):
+        raise TypeMismatchError(
+            f"the path `{path}` has an empty segment; write segments separated by single dots",
+            path=path,
+        )
+    return segments
+
+
+def join_path(segments: list[str] | tuple[str, ...]) -> str:
+    """The dotted spelling of a list of segments."""
+    return ".".join(segments)
+
+
+def get_path(document: Mapping[str, Value], path: str) -> Value:
+    """The value at a dotted path; ``KeyError`` when any segment is missing."""
+    node: Value = document
+    for segment in split_path(path):
+        if not isinstance(node, Mapping) or segment not in node:
+            raise KeyError(path)
+        node = node[segment]
+    return node
+
+
+def has_path(document: Mapping[str, Value], path: str) -> bool:
+    """Whether a dotted path exists in the document."""
+    try:
+        get_path(document, path)
+    except KeyError:
+        return False
+    return True
+
+
+def set_path(document: Document, path: str, value: Value) -> None:
+    """Set a dotted path, creating tables on the way and replacing a scalar in the way."""
+    segments = split_path(path)
+    if not segments:
+        raise TypeMismatchError("the empty path names the whole document; name a key", path=path)
+    node = document
+    for segment in segments[:-1]:
+        child = node.get(segment)
+        if not isinstance(child, dict):
+            child = {}
+            node[segment] = child
+        node = child
+    node[segments[-1]] = value
+
+
+def expand_paths(flat: Mapping[str, Value]) -> Document:
+    """Turn a flat ``{dotted.path: value}`` map into a tree, in sorted path order.
+
+    A scalar in the way of a deeper path becomes a table, as runtime layers require.
+    """
+    tree: Document = {}
+    for path in sorted(flat):
+        set_path(tree, path, deep_copy(flat[path]))
+    return tree
+
+
+def deep_copy(value: Value) -> Value:
+    """A structural copy of a document value (tables and arrays copied, scalars shared)."""
+    if isinstance(value, dict):
+        return {key: deep_copy(child) for key, child in value.items()}
+    if isinstance(value, list):
+        return [deep_copy(child) for child in value]
+    return value
+
+
+def deep_merge(base: Document, overlay: Mapping[str, Value]) -> Document:
+    """Merge ``overlay`` over ``base`` in place and return ``base``.
+
+    Tables merge key by key at every depth; any other overlay value replaces whole. An
+    empty overlay table over a populated table changes nothing.
+    """
+    for key, value in overlay.items():
+        below = base.get(key)
+        if isinstance(value, dict) and isinstance(below, dict):
+            deep_merge(below, value)
+        else:
+            base[key] = deep_copy(value)
+    return base
+
+
+def walk_leaves(document: Mapping[str, Value], prefix: str = "") -> Iterator[tuple[str, Value]]:
+    """Yield ``(dotted path, value)`` for every leaf; an empty table is a leaf."""
+    for key, value in document.items():
+        path = f"{prefix}.{key}" if prefix else key
+        if isinstance(value, dict) and value:
+            yield from walk_leaves(value, path)
+        else:
+            yield path, value
+
+
+def leaf_paths(document: Mapping[str, Value]) -> list[str]:
+    """Every leaf path, sorted."""
+    return sorted(path for path, _ in walk_leaves(document))
+
+
+def same_value(left: Value, right: Value) -> bool:
+    """Structural equality that keeps bool, int and float apart (``True != 1 != 1.0``)."""
+    if type(left) is not type(right):
+        return False
+    if isinstance(left, dict):
+        return left.keys() == right.keys() and all(same_value(left[k], right[k]) for k in left)
+    if isinstance(left, list):
+        return len(left) == len(right) and all(
+            same_value(a, b) for a, b in zip(left, right, strict=True)
+        )
+    if isinstance(left, float):
+        if math.isnan(left) and math.isnan(right):
+            return True
+        return left == right and math.copysign(1.0, left) == math.copysign(1.0, right)
+    return bool(left == right)
+
+
+def _canonical(value: Value) -> Value:
+    if isinstance(value, float) and not math.isfinite(value):
+        # JSON has no spelling for these; tag them so the digest still distinguishes them.
+        return {"$float": repr(value)}
+    if isinstance(value, dict):
+        return {str(key): _canonical(child) for key, child in value.items()}
+    if isinstance(value, list):
+        return [_canonical(child) for child in value]
+    return value
+
+
+def canonical_json(document: Value) -> str:
+    """Sorted-key, compact, UTF-8-preserving JSON: the bytes the fingerprint is taken over.
+
+    ``1`` and ``1.0`` and ``true`` stay distinct because JSON spells them differently;
+    ``-0.0`` is spelled ``-0.0``.
+    """
+    return json.dumps(
+        _canonical(document),
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+        allow_nan=False,
+    )
+
+
+def fingerprint(document: Value) -> str:
+    """``sha256:`` + hex digest of the canonical JSON of a resolved document."""
+    digest = hashlib.sha256(canonical_json(document).encode("utf-8")).hexdigest()
+    return f"sha256:{digest}"

@@ -1,0 +1,374 @@
+"""The store vocabulary every store plugin and every caller shares.
+
+A store plugin contributes a :class:`StoreType` (through the ``dynconf_stores`` hook): its
+name, how it watches, the auth methods it accepts, a ``validate`` that returns refusals
+(used by the agent at start *and* by the webhook at admission, so a store's rules live in
+one place), a ``describe`` that never carries a credential, and a ``build`` that returns a
+:class:`RemoteSource` (blocking) or :class:`AsyncRemoteSource`.
+
+A fetch answers :class:`Fetched` (text, format, the store's revision when it counts one,
+lease details when it hands out leases) or :data:`ABSENT` when the document is gone: a
+deleted key is a state the agent's ``--on-delete`` policy acts on, not an error.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from pathlib import Path
+from typing import Final, Protocol, runtime_checkable
+
+from dynconf.errors import AuthError, DynconfError, RemoteError
+
+__all__ = [
+    "ABSENT",
+    "Absent",
+    "AsyncRemoteSource",
+    "AuthMethod",
+    "Fetched",
+    "Lease",
+    "Pace",
+    "RemoteSource",
+    "StoreSpec",
+    "StoreType",
+    "TlsSettings",
+    "WatchCapability",
+    "format_from_key",
+    "redact_url",
+    "redact_url_list",
+]
+
+
+class WatchCapability(StrEnum):
+    """How a store learns about changes; decides whether the agent resyncs."""
+
+    PUSH = "push"
+    """The store pushes or holds a request open; the interval is a resync."""
+    CONDITIONAL = "conditional"
+    """A cheap "has it changed?" request each interval; the document only when it moved."""
+    INTERVAL = "interval"
+    """The whole document is re-read each interval."""
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """A lease a store attached to a document (Vault dynamic secrets)."""
+
+    lease_id: str
+    ttl_seconds: float
+    renewable: bool
+
+    def __repr__(self) -> str:
+        return f"Lease(ttl_seconds={self.ttl_seconds}, renewable={self.renewable})"
+
+
+@dataclass(frozen=True, slots=True)
+class Fetched:
+    """One document as a store answered it.
+
+    ``format`` is a format name (``json``, ``toml``, …). ``revision`` is the store's own
+    change marker (Consul index, etcd revision, Vault version, ETag, commit), ``None`` when
+    the store counts none. ``repr`` never shows the text.
+    """
+
+    text: str
+    format: str
+    revision: str | None = None
+    lease: Lease | None = None
+
+    @property
+    def numeric_revision(self) -> int | None:
+        """The revision as an integer when the store counts (for the generation gauge)."""
+        if self.revision is not None and self.revision.isdigit():
+            return int(self.revision)
+        return None
+
+    def __repr__(self) -> str:
+        return (
+            f"Fetched(format={self.format!r}, bytes={len(self.text.encode())}, "
+            f"revision={self.revision!r})"
+        )
+
+
+class Absent:
+    """The store answered that the document is not there (deleted, purged, never written)."""
+
+    _instance: Absent | None = None
+
+    def __new__(cls) -> Absent:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "ABSENT"
+
+    def __bool__(self) -> bool:
+        return False
+
+
+ABSENT: Final = Absent()
+
+Answer = Fetched | Absent
+
+
+@runtime_checkable
+class RemoteSource(Protocol):
+    """A blocking store client. Runs in a worker thread when driven from async code."""
+
+    capability: WatchCapability
+
+    def fetch(self) -> Fetched | Absent:
+        """Read the document now; raise :class:`RemoteError` or :class:`AuthError`."""
+        ...
+
+    def describe(self) -> str:
+        """Store kind, address and key; never a credential."""
+        ...
+
+    def changes(self, interval: float, stop: Callable[[], bool]) -> Iterator[Fetched | Absent]:
+        """Yield each new document (or ABSENT) as the store reports it, until ``stop()``.
+
+        Push stores yield from their stream; conditional and interval stores ask each
+        ``interval`` seconds and yield only when the document moved. The first observation
+        primes the marker and yields nothing. Transport failures are retried inside with
+        backoff; only a refusal that cannot heal (auth, a gone bucket) is raised.
+        """
+        ...
+
+    def close(self) -> None:
+        """Release connections; the source is not used afterwards."""
+        ...
+
+
+@runtime_checkable
+class AsyncRemoteSource(Protocol):
+    """An async store client; runs on the event loop."""
+
+    capability: WatchCapability
+
+    async def fetch(self) -> Fetched | Absent: ...
+
+    def describe(self) -> str: ...
+
+    def changes(self, interval: float) -> AsyncIterator[Fetched | Absent]:
+        """Async twin of :meth:`RemoteSource.changes`; cancelled by cancelling the task."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class TlsSettings:
+    """Transport trust for a store client: files only, read when the client is built.
+
+    A client certificate without its key (or the reverse) is refused by :meth:`problems`.
+    ``skip_verify`` exists because the agent's contract has ``--tls-skip-verify``; it is
+    loud in logs and a gauge, never a default.
+    """
+
+    ca_file: str | None = None
+    cert_file: str | None = None
+    key_file: str | None = None
+    server_name: str | None = None
+    skip_verify: bool = False
+
+    @property
+    def configured(self) -> bool:
+        return any((self.ca_file, self.cert_file, self.key_file, self.server_name)) or (
+            self.skip_verify
+        )
+
+    def problems(self) -> list[str]:
+        """Refusals for combinations no client can honour."""
+        out: list[str] = []
+        if self.cert_file and not self.key_file:
+            out.append("--tls-cert needs --tls-key: a client certificate is useless without its key")
+        if self.key_file and not self.cert_file:
+            out.append("--tls-key needs --tls-cert: name the certificate the key belongs to")
+        if self.skip_verify and self.ca_file:
+            out.append(
+                "--tls-skip-verify and --ca contradict each other: keep --ca to verify the "
+                "store against the private CA"
+            )
+        return out
+
+    def trust_files(self) -> list[str]:
+        """The files whose change means the client must be rebuilt."""
+        return [f for f in (self.ca_file, self.cert_file, self.key_file) if f]
+
+
+@dataclass(frozen=True, slots=True)
+class AuthMethod:
+    """One way a store accepts a credential, and which inputs it needs.
+
+    ``needs`` names spec fields (``auth_role``, ``auth_mount``, ``auth_username``,
+    ``token``, ``password``, ``tls.cert_file``, ``ssh_key``) that must be present.
+    """
+
+    name: str
+    needs: tuple[str, ...] = ()
+    summary: str = ""
+
+
+@dataclass(frozen=True)
+class StoreSpec:
+    """Everything needed to build one store client, in the agent's vocabulary.
+
+    Secrets (``token``, ``password``) are read from the environment
+    (``DYNAMIC_CONFIG_AGENT_TOKEN`` / ``DYNAMIC_CONFIG_AGENT_PASSWORD``) or from files by
+    the caller; ``repr`` never shows them.
+    """
+
+    source: str
+    endpoint: str
+    key: str
+    section: str | None = None
+    auth: str | None = None
+    auth_mount: str | None = None
+    auth_role: str | None = None
+    auth_username: str | None = None
+    auth_token_path: str | None = None
+    namespace: str | None = None
+    ref: str | None = None
+    api_url: str | None = None
+    ssh_key: str | None = None
+    timeout: float | None = None
+    dynamic: bool = False
+    tls: TlsSettings = field(default_factory=TlsSettings)
+    token: str | None = field(default=None, repr=False)
+    password: str | None = field(default=None, repr=False)
+    extra: Mapping[str, str] = field(default_factory=dict)
+
+    def with_secrets_from_env(self, environ: Mapping[str, str] | None = None) -> StoreSpec:
+        """Fill ``token`` / ``password`` / ``endpoint`` from the agent's environment names."""
+        env = os.environ if environ is None else environ
+        return replace(
+            self,
+            token=self.token or env.get("DYNAMIC_CONFIG_AGENT_TOKEN") or None,
+            password=self.password or env.get("DYNAMIC_CONFIG_AGENT_PASSWORD") or None,
+            endpoint=self.endpoint or env.get("DYNAMIC_CONFIG_AGENT_ENDPOINT", ""),
+        )
+
+    def __repr__(self) -> str:
+        shown = ", ".join(
+            f"{name}={getattr(self, name)!r}"
+            for name in ("source", "key", "section", "auth", "auth_mount", "auth_role")
+            if getattr(self, name) is not None
+        )
+        return f"StoreSpec({shown}, endpoint={redact_url(self.endpoint)!r})"
+
+
+class StoreType(Protocol):
+    """What a store plugin contributes through the ``dynconf_stores`` hook."""
+
+    name: str
+    capability: WatchCapability
+    auth_methods: Mapping[str, AuthMethod]
+    blocking: bool
+
+    def validate(self, spec: StoreSpec) -> list[str]:
+        """Every refusal for this spec, each a sentence that names the fix; ``[]`` if fine."""
+        ...
+
+    def describe(self, spec: StoreSpec) -> str:
+        """Store kind, address (redacted) and key; never a credential."""
+        ...
+
+    def build(self, spec: StoreSpec) -> RemoteSource | AsyncRemoteSource:
+        """A client for ``spec``; imports the client library here, not at discovery."""
+        ...
+
+
+_FORMAT_BY_EXTENSION: Final = {
+    "json": "json",
+    "toml": "toml",
+    "yaml": "yaml",
+    "yml": "yaml",
+    "ini": "ini",
+    "properties": "properties",
+    "env": "env",
+}
+
+
+def format_from_key(key: str) -> str | None:
+    """The format a store key's last extension names (case-insensitive), or ``None``."""
+    name = key.rsplit("/", 1)[-1]
+    if "." not in name:
+        return None
+    return _FORMAT_BY_EXTENSION.get(name.rsplit(".", 1)[-1].lower())
+
+
+def redact_url(url: str, *, lone_is_username: bool = False) -> str:
+    """Hide the credential in a URL's userinfo, even when the URL does not parse.
+
+    Splits on the *last* ``@`` (passwords may contain ``@``).
+    ``user:pass@host`` becomes ``user:…@host``; a lone ``x@host`` becomes ``…@host``, or
+    ``x:…@host`` when the store uses a lone name as the username (Redis, config server).
+    """
+    scheme, sep, rest = url.partition("://")
+    at = rest.rfind("@")
+    if not sep or at == -1:
+        return url
+    userinfo, host = rest[:at], rest[at + 1 :]
+    user, colon, _secret = userinfo.partition(":")
+    if colon:
+        shown = f"{user}:…"
+    elif lone_is_username:
+        shown = f"{userinfo}:…"
+    else:
+        shown = "…"
+    return f"{scheme}://{shown}@{host}"
+
+
+def redact_url_list(urls: str, *, lone_is_username: bool = False) -> str:
+    """Redact each URL of a comma-separated list (NATS server lists)."""
+    return ",".join(
+        redact_url(part.strip(), lone_is_username=lone_is_username) for part in urls.split(",")
+    )
+
+
+@dataclass
+class Pace:
+    """Backoff for retries: the interval while healthy, doubling per failure up to 300 s.
+
+    Every wait is spread by up to ±25 % so a fleet does not retry in step. A success
+    resets the streak.
+    """
+
+    interval: float
+    ceiling: float = 300.0
+    spread: float = 0.25
+    failures: int = 0
+    _random: random.Random = field(default_factory=lambda: random.Random(os.getpid()))
+
+    def succeeded(self) -> None:
+        self.failures = 0
+
+    def failed(self) -> None:
+        self.failures += 1
+
+    def base(self) -> float:
+        if self.failures == 0:
+            return min(self.interval, self.ceiling)
+        return min(self.interval * (2 ** min(self.failures, 16)), self.ceiling)
+
+    def next_wait(self) -> float:
+        base = self.base()
+        return max(0.0, base * (1 + self._random.uniform(-self.spread, self.spread)))
+
+
+def is_retryable(error: BaseException) -> bool:
+    """Whether a loop should back off and retry (remote) or stop and report (auth, others)."""
+    if isinstance(error, AuthError):
+        return False
+    return isinstance(error, RemoteError) or not isinstance(error, DynconfError)
+
+
+def credential_from_file(path: str | os.PathLike[str]) -> str:
+    """Read a token file (re-read at every login); strips one trailing newline."""
+    text = Path(path).read_text(encoding="utf-8")
+    return text[:-1] if text.endswith("\n") else text

@@ -1,0 +1,1 @@
+"""The configserver store for dynconf (skeleton: the store lands with its issue)."""

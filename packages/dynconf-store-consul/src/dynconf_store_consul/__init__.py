@@ -1,0 +1,1 @@
+"""The consul store for dynconf (skeleton: the store lands with its issue)."""

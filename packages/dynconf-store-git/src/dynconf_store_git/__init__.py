@@ -1,0 +1,1 @@
+"""The git store for dynconf (skeleton: the store lands with its issue)."""

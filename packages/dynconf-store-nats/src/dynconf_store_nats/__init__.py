@@ -1,0 +1,1 @@
+"""The nats store for dynconf (skeleton: the store lands with its issue)."""

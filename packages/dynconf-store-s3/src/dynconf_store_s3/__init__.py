@@ -1,0 +1,1 @@
+"""The s3 store for dynconf (skeleton: the store lands with its issue)."""
