@@ -312,25 +312,29 @@ def lock_from(registry: Registry) -> PluginLock:
     return PluginLock(tuple(e for e in registry.plugins if e.distribution))
 
 
-_default: Registry | None = None
+_process: dict[str, Registry] = {}
+"""Holds the process registry under the key ``"default"`` (no module-level rebinding)."""
 
 
 def default_registry() -> Registry:
     """The process's registry: locked when ``DYNCONF_PLUGIN_LOCK`` names a lock, else open."""
-    global _default
-    if _default is None:
+    registry = _process.get("default")
+    if registry is None:
         lock_path = os.environ.get(LOCK_ENV)
         if lock_path:
-            _default = load_locked(PluginLock.read(lock_path), origin=lock_path)
+            registry = load_locked(PluginLock.read(lock_path), origin=lock_path)
         else:
-            _default = discover()
-    return _default
+            registry = discover()
+        _process["default"] = registry
+    return registry
 
 
 def use_registry(registry: Registry | None) -> None:
     """Install a registry as the process default (``None`` forgets it; tests use this)."""
-    global _default
-    _default = registry
+    if registry is None:
+        _process.pop("default", None)
+    else:
+        _process["default"] = registry
 
 
 def reset_default_registry() -> None:

@@ -186,7 +186,9 @@ class TlsSettings:
         """Refusals for combinations no client can honour."""
         out: list[str] = []
         if self.cert_file and not self.key_file:
-            out.append("--tls-cert needs --tls-key: a client certificate is useless without its key")
+            out.append(
+                "--tls-cert needs --tls-key: a client certificate is useless without its key"
+            )
         if self.key_file and not self.cert_file:
             out.append("--tls-key needs --tls-cert: name the certificate the key belongs to")
         if self.skip_verify and self.ca_file:
@@ -343,7 +345,9 @@ class Pace:
     ceiling: float = 300.0
     spread: float = 0.25
     failures: int = 0
-    _random: random.Random = field(default_factory=lambda: random.Random(os.getpid()))
+    _random: random.Random = field(
+        default_factory=lambda: random.Random(os.getpid())  # noqa: S311 - jitter, not crypto
+    )
 
     def succeeded(self) -> None:
         self.failures = 0
@@ -354,7 +358,7 @@ class Pace:
     def base(self) -> float:
         if self.failures == 0:
             return min(self.interval, self.ceiling)
-        return min(self.interval * (2 ** min(self.failures, 16)), self.ceiling)
+        return min(self.interval * float(2 ** min(self.failures, 16)), self.ceiling)
 
     def next_wait(self) -> float:
         base = self.base()
@@ -372,3 +376,87 @@ def credential_from_file(path: str | os.PathLike[str]) -> str:
     """Read a token file (re-read at every login); strips one trailing newline."""
     text = Path(path).read_text(encoding="utf-8")
     return text[:-1] if text.endswith("\n") else text
+
+
+_STORE_ONLY_FIELDS: Final = {
+    # field name on StoreSpec → (flag spelling, stores that accept it)
+    "ref": ("--ref", frozenset({"git"})),
+    "ssh_key": ("--ssh-key", frozenset({"git"})),
+    "api_url": ("--api-url", frozenset({"firestore", "s3"})),
+    "namespace": ("--namespace", frozenset({"vault"})),
+    "dynamic": ("--dynamic", frozenset({"vault"})),
+}
+
+_NEED_SPELLING: Final = {
+    "auth_role": "--auth-role",
+    "auth_mount": "--auth-mount",
+    "auth_username": "--auth-username",
+    "auth_token_path": "--auth-token-path",
+    "token": "a token (DYNAMIC_CONFIG_AGENT_TOKEN)",
+    "password": "a password (DYNAMIC_CONFIG_AGENT_PASSWORD)",
+    "tls.cert_file": "--tls-cert and --tls-key",
+    "ssh_key": "--ssh-key",
+}
+
+
+class StoreTypeBase:
+    """Shared validation for store types: subclasses declare, then add their own rules.
+
+    The base refuses flags that belong to another store, unknown auth methods, auth methods
+    missing an input they need, and TLS combinations no client can honour. A subclass sets
+    the class attributes and overrides :meth:`store_refusals`, :meth:`describe` and
+    :meth:`build`.
+    """
+
+    name: str = ""
+    capability: WatchCapability = WatchCapability.INTERVAL
+    auth_methods: Mapping[str, AuthMethod] = {}
+    blocking: bool = True
+    default_auth: str | None = None
+    """The method used when ``--auth`` is absent; ``None`` means ``--auth`` is not accepted."""
+
+    def validate(self, spec: StoreSpec) -> list[str]:
+        refusals: list[str] = []
+        for field_name, (flag, owners) in _STORE_ONLY_FIELDS.items():
+            if getattr(spec, field_name) and self.name not in owners:
+                who = " and ".join(sorted(owners))
+                refusals.append(f"{flag} is {who}'s; remove it for a {self.name} source")
+        if spec.auth is not None and not self.auth_methods:
+            refusals.append(
+                f"{self.name} takes no --auth; its credentials come from "
+                f"{self.credential_hint()}"
+            )
+        elif spec.auth is not None and spec.auth not in self.auth_methods:
+            known = ", ".join(sorted(self.auth_methods))
+            refusals.append(f"--auth {spec.auth} is not a {self.name} method; use one of: {known}")
+        method_name = spec.auth if spec.auth is not None else self.default_auth
+        method = self.auth_methods.get(method_name) if method_name else None
+        if method is not None:
+            for need in method.needs:
+                if not self._has(spec, need):
+                    refusals.append(
+                        f"{self.name} auth {method.name} needs {_NEED_SPELLING.get(need, need)}"
+                    )
+        refusals.extend(spec.tls.problems())
+        refusals.extend(self.store_refusals(spec))
+        return refusals
+
+    @staticmethod
+    def _has(spec: StoreSpec, need: str) -> bool:
+        if need == "tls.cert_file":
+            return bool(spec.tls.cert_file and spec.tls.key_file)
+        return bool(getattr(spec, need, None))
+
+    def credential_hint(self) -> str:
+        """Where this store's credentials come from, for refusals (override per store)."""
+        return "its endpoint and the environment"
+
+    def store_refusals(self, spec: StoreSpec) -> list[str]:
+        """The store's own rules (key shape, URL scheme, TLS it cannot honour)."""
+        return []
+
+    def describe(self, spec: StoreSpec) -> str:
+        return f"{self.name} {redact_url(spec.endpoint)} key {spec.key}"
+
+    def build(self, spec: StoreSpec) -> RemoteSource | AsyncRemoteSource:
+        raise NotImplementedError
