@@ -13,6 +13,7 @@ deleted key is a state the agent's ``--on-delete`` policy acts on, not an error.
 
 from __future__ import annotations
 
+import inspect
 import os
 import random
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
@@ -37,6 +38,7 @@ __all__ = [
     "TlsSettings",
     "WatchCapability",
     "format_from_key",
+    "is_async_source",
     "redact_url",
     "redact_url_list",
 ]
@@ -365,6 +367,11 @@ class Pace:
         return max(0.0, base * (1 + self._random.uniform(-self.spread, self.spread)))
 
 
+def is_async_source(source: RemoteSource | AsyncRemoteSource) -> bool:
+    """Whether a source's ``fetch`` is a coroutine function (it runs on the event loop)."""
+    return inspect.iscoroutinefunction(source.fetch)
+
+
 def is_retryable(error: BaseException) -> bool:
     """Whether a loop should back off and retry (remote) or stop and report (auth, others)."""
     if isinstance(error, AuthError):
@@ -423,8 +430,7 @@ class StoreTypeBase:
                 refusals.append(f"{flag} is {who}'s; remove it for a {self.name} source")
         if spec.auth is not None and not self.auth_methods:
             refusals.append(
-                f"{self.name} takes no --auth; its credentials come from "
-                f"{self.credential_hint()}"
+                f"{self.name} takes no --auth; its credentials come from {self.credential_hint()}"
             )
         elif spec.auth is not None and spec.auth not in self.auth_methods:
             known = ", ".join(sorted(self.auth_methods))

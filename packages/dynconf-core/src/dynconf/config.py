@@ -1,0 +1,815 @@
+"""``DynamicConfig``: typed, live configuration in-process.
+
+The lifecycle is resolve → validate → install. ``current()`` is an attribute read of the
+installed snapshot (no resolve, no validation, no lock): after each install the instance
+attribute ``current`` is replaced by a C-level callable that returns the new model.
+
+A refused reload installs nothing: the previous snapshot keeps serving (last-known-good),
+the generation does not move, and the refusal is recorded as (kind, path) — never a value.
+A success always installs, even with identical content, and the generation goes up by one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import logging
+import threading
+import time
+import typing
+from collections.abc import Callable, Collection, Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+import anyio
+
+from dynconf.document import Document, Value, fingerprint, walk_leaves
+from dynconf.errors import (
+    BackendError,
+    DynconfError,
+    MissingError,
+    NotInitialisedError,
+    Origin,
+    RemoteError,
+)
+from dynconf.models import ModelAdapter, secret_paths
+from dynconf.resolve import LoadSpec, RemoteDocument, Resolved, resolve
+from dynconf.stores import (
+    Absent,
+    AsyncRemoteSource,
+    Fetched,
+    Pace,
+    RemoteSource,
+    WatchCapability,
+    is_async_source,
+)
+from dynconf.text import type_text
+from dynconf.watch import DEFAULT_DEBOUNCE, FileWatch
+
+__all__ = [
+    "Change",
+    "ConfigStatus",
+    "DynamicConfig",
+    "Failure",
+    "HookGuard",
+    "ReloadReason",
+    "RemoteStatus",
+    "changed_paths",
+]
+
+M = TypeVar("M")
+log = logging.getLogger("dynconf.engine")
+
+_KNOWN_EXTENSIONS = ("toml", "json", "yaml", "yml", "ini", "properties")
+
+
+class ReloadReason(StrEnum):
+    """Why a snapshot was installed (these strings are log and metric values)."""
+
+    INITIAL = "initial"
+    FILE_CHANGED = "file-changed"
+    REMOTE_CHANGED = "remote-changed"
+    MANUAL = "manual"
+    RECOVERED = "recovered"
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """The last refusal: its kind and document path, never its message or a value."""
+
+    kind: str
+    path: str
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigStatus:
+    """A value-free summary for health endpoints and dashboards."""
+
+    generation: int
+    loaded_at: float | None
+    last_reason: str | None
+    last_failure: Failure | None
+    consecutive_failures: int
+    refusals: int
+
+    @property
+    def is_healthy(self) -> bool:
+        return self.consecutive_failures == 0
+
+    @property
+    def stale_for(self) -> float | None:
+        return None if self.loaded_at is None else time.monotonic() - self.loaded_at
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteStatus:
+    """What the remote layer has seen: fetch counts, reachability, the failure streak."""
+
+    fetches: int
+    last_fetch: float | None
+    last_fetch_duration: float | None
+    consecutive_failures: int
+    last_failure: Failure | None
+
+    @property
+    def reachable(self) -> bool | None:
+        if self.last_fetch is None and self.last_failure is None:
+            return None
+        return self.consecutive_failures == 0
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One path that differs between two snapshots (``added``, ``removed``, ``changed``)."""
+
+    path: str
+    kind: str
+
+
+def changed_paths(old: Document | None, new: Document) -> list[Change]:
+    """Leaf paths that moved between two resolved sections, sorted; values never reported."""
+    before = dict(walk_leaves(old or {}))
+    after = dict(walk_leaves(new))
+    changes: list[Change] = []
+    for path in sorted(before.keys() | after.keys()):
+        if path not in before:
+            changes.append(Change(path, "added"))
+        elif path not in after:
+            changes.append(Change(path, "removed"))
+        elif type(before[path]) is not type(after[path]) or before[path] != after[path]:
+            changes.append(Change(path, "changed"))
+    return changes
+
+
+class HookGuard:
+    """Returned by hook registration: call it, ``close()`` it or leave its ``with`` block
+    to unregister the hook."""
+
+    def __init__(self, remove: Callable[[], None]) -> None:
+        self._remove = remove
+
+    def close(self) -> None:
+        self._remove()
+        self._remove = lambda: None
+
+    __call__ = close
+
+    def __enter__(self) -> HookGuard:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+
+@dataclass
+class _RemoteSlot:
+    source: RemoteSource | AsyncRemoteSource
+    description: str
+    document: RemoteDocument | None = None
+    generation: int = 0
+    fetches: int = 0
+    last_fetch: float | None = None
+    last_fetch_duration: float | None = None
+    consecutive_failures: int = 0
+    last_failure: Failure | None = None
+
+
+@dataclass
+class _Snapshot(Generic[M]):
+    model: M
+    resolved: Resolved
+    generation: int
+    loaded_at: float
+    reason: ReloadReason
+    fingerprint: str = field(default="")
+
+
+class DynamicConfig(Generic[M]):
+    """A live, typed view of one configuration section.
+
+    Build it with chained source methods, then ``init()``. Sources are fixed after the
+    first load (except ``remote``, which may be set later); runtime layers (defaults,
+    assignments, overrides) take effect on the next load.
+    """
+
+    current: Callable[[], M]
+    """The installed model: an attribute read, raising NotInitialisedError before init."""
+
+    def __init__(
+        self, model: type[M] | None = None, key: str = "", *, secrets: Collection[str] = ()
+    ) -> None:
+        self._adapter: ModelAdapter[M] = ModelAdapter(model)
+        self._spec = LoadSpec(key=key)
+        self._secrets = frozenset(secrets) | frozenset(secret_paths(model))
+        self._lock = threading.RLock()
+        self._cond = threading.Condition(threading.Lock())
+        self._snapshot: _Snapshot[M] | None = None
+        self._generation = 0
+        self._consecutive_failures = 0
+        self._refusals = 0
+        self._last_failure: Failure | None = None
+        self._last_error: DynconfError | None = None
+        self._hooks: list[Callable[[M | None, M], None]] = []
+        self._failure_hooks: list[Callable[[DynconfError], None]] = []
+        self._remote: _RemoteSlot | None = None
+        self._remote_generation = 0
+        self._watch: FileWatch | None = None
+        self._loaded_once = False
+        self.current = self._not_initialised
+
+    # ------------------------------------------------------------------ sources
+    def _source_change(self) -> None:
+        if self._loaded_once:
+            raise BackendError(
+                "sources are fixed after the first load; build a new DynamicConfig to change them"
+            )
+
+    def file(self, path: str | Path) -> DynamicConfig[M]:
+        self._source_change()
+        self._spec.files.append(Path(path))
+        return self
+
+    def discover(self, name: str, directories: Collection[str | Path]) -> DynamicConfig[M]:
+        self._source_change()
+        self._spec.discover.append((name, [Path(d) for d in directories]))
+        return self
+
+    def env(self, prefix: str) -> DynamicConfig[M]:
+        self._source_change()
+        self._spec.env_prefix = prefix
+        return self
+
+    def nest(self, separator: str) -> DynamicConfig[M]:
+        self._source_change()
+        if not separator:
+            raise ValueError("the nesting separator cannot be empty; the default is `__`")
+        self._spec.nest = separator
+        return self
+
+    def allow_empty_env(self) -> DynamicConfig[M]:
+        self._source_change()
+        self._spec.allow_empty_env = True
+        return self
+
+    def strict_env(self) -> DynamicConfig[M]:
+        self._source_change()
+        self._spec.strict_env = True
+        return self
+
+    def whole_document(self) -> DynamicConfig[M]:
+        self._source_change()
+        self._spec.whole_document = True
+        return self
+
+    def env_file(self, path: str | Path) -> DynamicConfig[M]:
+        self._source_change()
+        self._spec.env_files.append(Path(path))
+        return self
+
+    def secrets_dir(
+        self, path: str | Path, *, allow_external_symlinks: bool = False
+    ) -> DynamicConfig[M]:
+        self._source_change()
+        self._spec.secrets_dir = Path(path)
+        self._spec.allow_external_symlinks = allow_external_symlinks
+        return self
+
+    def profile_env(self, variable: str) -> DynamicConfig[M]:
+        self._source_change()
+        self._spec.profile_env = variable
+        return self
+
+    def bind_env(self, path: str, variable: str) -> DynamicConfig[M]:
+        self._spec.bindings[path] = variable
+        return self
+
+    def alias(self, old: str, new: str) -> DynamicConfig[M]:
+        self._spec.aliases.append((old, new))
+        return self
+
+    # ------------------------------------------------------------------ runtime layers
+    def set_default(self, path: str, value: Value) -> DynamicConfig[M]:
+        from dynconf.document import set_path
+
+        set_path(self._spec.defaults, path, value)
+        return self
+
+    def set_defaults(self, values: Mapping[str, Value] | Any) -> DynamicConfig[M]:
+        mapping = values.model_dump() if hasattr(values, "model_dump") else dict(values)
+        for key, value in mapping.items():
+            self.set_default(key, value)
+        return self
+
+    def set_override(self, path: str, value: Value) -> DynamicConfig[M]:
+        self._spec.overrides[path] = value
+        return self
+
+    def set_assignments(self, assignments: Collection[str]) -> DynamicConfig[M]:
+        """The flag layer from ``path=value`` strings, typed by the text grammar."""
+        for assignment in assignments:
+            path, eq, raw = assignment.partition("=")
+            if not eq:
+                raise BackendError(
+                    f"the assignment `{path}` has no `=`; write it as path=value",
+                    origin=Origin.runtime("command-line flag"),
+                )
+            self._spec.flags[path.strip()] = type_text(raw)
+        return self
+
+    def clear_defaults(self) -> None:
+        self._spec.defaults.clear()
+
+    def clear_overrides(self) -> None:
+        self._spec.overrides.clear()
+
+    def clear_assignments(self) -> None:
+        self._spec.flags.clear()
+
+    @contextlib.contextmanager
+    def overrides(self, **values: Value) -> Iterator[M]:
+        """Override paths (``__`` in a keyword means ``.``) for a block, then restore."""
+        saved = dict(self._spec.overrides)
+        for name, value in values.items():
+            self._spec.overrides[name.replace("__", ".")] = value
+        try:
+            yield self.reload()
+        finally:
+            self._spec.overrides.clear()
+            self._spec.overrides.update(saved)
+            self.reload()
+
+    # ------------------------------------------------------------------ lifecycle
+    @property
+    def key(self) -> str:
+        return self._spec.key
+
+    @property
+    def model(self) -> type[M] | None:
+        return self._adapter.model
+
+    @property
+    def generation(self) -> int:
+        return self._generation
+
+    @property
+    def last_error(self) -> DynconfError | None:
+        """Why the last reload was refused (``None`` after a success)."""
+        return self._last_error
+
+    def _not_initialised(self) -> M:
+        raise NotInitialisedError(
+            f"the configuration `{self.key}` has not been loaded; call init() first"
+        )
+
+    def try_current(self) -> M | None:
+        snapshot = self._snapshot
+        return None if snapshot is None else snapshot.model
+
+    def _spec_for_load(self) -> LoadSpec:
+        slot = self._remote
+        remote = slot.document if slot is not None else None
+        return replace(self._spec, remote=remote)
+
+    def _resolve_and_validate(self) -> tuple[Resolved, M]:
+        resolved = resolve(self._spec_for_load())
+        model = self._adapter.validate(resolved.section, key=self.key)
+        return resolved, model
+
+    def load(self) -> M:
+        """Resolve and validate without installing anything."""
+        self._loaded_once = True
+        return self._resolve_and_validate()[1]
+
+    def init(self) -> M:
+        """The first install (reason ``initial``); raises when the first load fails."""
+        return self._reload(ReloadReason.INITIAL)
+
+    def reload(self, reason: ReloadReason = ReloadReason.MANUAL) -> M:
+        """Resolve, validate and install; a refusal keeps the previous snapshot and raises."""
+        return self._reload(reason)
+
+    def try_reload(self, reason: ReloadReason = ReloadReason.MANUAL) -> bool:
+        """Like :meth:`reload` but reports a refusal through status instead of raising."""
+        try:
+            self._reload(reason)
+        except DynconfError:
+            return False
+        return True
+
+    def _reload(self, reason: ReloadReason) -> M:
+        with self._lock:
+            self._loaded_once = True
+            started = time.perf_counter()
+            try:
+                resolved, model = self._resolve_and_validate()
+            except DynconfError as error:
+                self._refuse(error)
+                raise
+            old = self._snapshot
+            self._generation += 1
+            snapshot = _Snapshot(
+                model=model,
+                resolved=resolved,
+                generation=self._generation,
+                loaded_at=time.monotonic(),
+                reason=reason,
+            )
+            self._snapshot = snapshot
+            self.current = itertools.repeat(model).__next__
+            self._consecutive_failures = 0
+            self._last_error = None
+            log.debug(
+                "config_reload",
+                extra={
+                    "config": self.key,
+                    "reason": reason.value,
+                    "generation": self._generation,
+                    "duration_ms": round((time.perf_counter() - started) * 1000, 3),
+                    "outcome": "installed",
+                },
+            )
+        with self._cond:
+            self._cond.notify_all()
+        self._run_hooks(old, snapshot)
+        return model
+
+    def _refuse(self, error: DynconfError) -> None:
+        self._consecutive_failures += 1
+        self._refusals += 1
+        self._last_failure = Failure(error.kind.value, error.path, time.monotonic())
+        self._last_error = error
+        log.warning(
+            "config_reload_refused",
+            extra={"config": self.key, "kind": error.kind.value, "path": error.path},
+        )
+        with self._cond:
+            self._cond.notify_all()
+        for hook in list(self._failure_hooks):
+            try:
+                hook(error)
+            except Exception:
+                log.exception("config_hook_failed", extra={"config": self.key})
+
+    def _run_hooks(self, old: _Snapshot[M] | None, new: _Snapshot[M]) -> None:
+        for hook in list(self._hooks):
+            try:
+                hook(None if old is None else old.model, new.model)
+            except Exception:
+                log.exception("config_hook_failed", extra={"config": self.key})
+
+    async def init_async(self) -> M:
+        await self.refresh_remote_async() if self._remote is not None else None
+        return await anyio.to_thread.run_sync(self.init)
+
+    async def reload_async(self, reason: ReloadReason = ReloadReason.MANUAL) -> M:
+        return await anyio.to_thread.run_sync(self.reload, reason)
+
+    async def load_async(self) -> M:
+        return await anyio.to_thread.run_sync(self.load)
+
+    # ------------------------------------------------------------------ diagnostics
+    def _resolved(self) -> Resolved:
+        if self._snapshot is None:
+            self._not_initialised()
+        assert self._snapshot is not None
+        return self._snapshot.resolved
+
+    def fingerprint(self) -> str:
+        """``sha256:`` + hex over the canonical JSON of the installed section."""
+        snapshot = self._snapshot
+        if snapshot is None:
+            self._not_initialised()
+        assert snapshot is not None
+        if not snapshot.fingerprint:
+            snapshot.fingerprint = fingerprint(snapshot.resolved.section)
+        return snapshot.fingerprint
+
+    def source_of(self, path: str) -> Origin | None:
+        """Which layer supplied the installed value at ``path`` (``None`` if nothing did)."""
+        return self._resolved().source_of(path)
+
+    def explain(self, path: str) -> Any:
+        """Every layer that supplied ``path``, lowest first; secret paths shown as ``***``."""
+        return self._resolved().explain(path, secrets=self._secrets)
+
+    def status(self) -> ConfigStatus:
+        snapshot = self._snapshot
+        return ConfigStatus(
+            generation=self._generation,
+            loaded_at=None if snapshot is None else snapshot.loaded_at,
+            last_reason=None if snapshot is None else snapshot.reason.value,
+            last_failure=self._last_failure,
+            consecutive_failures=self._consecutive_failures,
+            refusals=self._refusals,
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"<DynamicConfig {self._adapter.name} key={self.key!r} generation={self._generation}>"
+        )
+
+    # ------------------------------------------------------------------ notification
+    def on_reload(self, hook: Callable[[M | None, M], None]) -> HookGuard:
+        """Call ``hook(old, new)`` after every install; the first install has ``old=None``."""
+        self._hooks.append(hook)
+        return HookGuard(lambda: self._hooks.remove(hook) if hook in self._hooks else None)
+
+    def on_change(self, *paths: str) -> Callable[[Callable[[M | None, M], None]], HookGuard]:
+        """Decorator form of :meth:`on_reload` that fires only when one of ``paths`` moved."""
+
+        def register(hook: Callable[[M | None, M], None]) -> HookGuard:
+            state: dict[str, Document | None] = {"section": None}
+
+            def filtered(old: M | None, new: M) -> None:
+                section = self._resolved().section
+                moved = {c.path for c in changed_paths(state["section"], section)}
+                state["section"] = section
+                if any(m == p or m.startswith(f"{p}.") for m in moved for p in paths):
+                    hook(old, new)
+
+            return self.on_reload(filtered)
+
+        return register
+
+    def on_reload_failed(self, hook: Callable[[DynconfError], None]) -> HookGuard:
+        self._failure_hooks.append(hook)
+        return HookGuard(
+            lambda: self._failure_hooks.remove(hook) if hook in self._failure_hooks else None
+        )
+
+    def changed(self, timeout: float | None = None) -> M | None:
+        """Wait for the next install (returns the model) or refusal (returns ``None``)."""
+        start_generation, start_refusals = self._generation, self._refusals
+        with self._cond:
+            self._cond.wait_for(
+                lambda: self._generation != start_generation or self._refusals != start_refusals,
+                timeout=timeout,
+            )
+        if self._generation != start_generation and self._snapshot is not None:
+            return self._snapshot.model
+        return None
+
+    async def changed_async(self, timeout: float | None = None) -> M | None:
+        return await anyio.to_thread.run_sync(self.changed, timeout, abandon_on_cancel=True)
+
+    # ------------------------------------------------------------------ file watching
+    def watch(
+        self, debounce: float = DEFAULT_DEBOUNCE, poll_interval: float | None = None
+    ) -> FileWatch:
+        """Start watching every file input; each settled change reloads (``file-changed``).
+
+        One watcher per configuration; a refused reload keeps the previous snapshot.
+        """
+        if self._watch is not None and self._watch.running:
+            raise OSError("could not start watching: this configuration already has a watcher")
+        resolved = self._snapshot.resolved if self._snapshot else resolve(self._spec_for_load())
+        files = {p.absolute() for p in resolved.watched_files()}
+        secrets_dir = self._spec.secrets_dir.absolute() if self._spec.secrets_dir else None
+        discovery = {
+            (d.expanduser().absolute(), name) for name, dirs in self._spec.discover for d in dirs
+        }
+        directories = {p.parent for p in files} | {d.absolute() for d in resolved.watched_dirs()}
+
+        def relevant(path: Path) -> bool:
+            path = path.absolute()
+            if path in files or path.name.startswith(".."):
+                return True
+            if secrets_dir is not None and path.parent == secrets_dir:
+                return True
+            stem, _, ext = path.name.rpartition(".")
+            return (path.parent, stem) in discovery and ext in _KNOWN_EXTENSIONS
+
+        def on_error(error: BaseException) -> None:
+            if not isinstance(error, DynconfError):
+                log.error("config_watch_error", extra={"config": self.key})
+
+        self._watch = FileWatch(
+            directories,
+            relevant,
+            lambda _trigger: self._reload(ReloadReason.FILE_CHANGED),
+            debounce=debounce,
+            poll_interval=poll_interval,
+            on_error=on_error,
+            name=f"dynconf-watch-{self.key}",
+        ).start()
+        return self._watch
+
+    @contextlib.contextmanager
+    def watching(
+        self, debounce: float = DEFAULT_DEBOUNCE, poll_interval: float | None = None
+    ) -> Iterator[FileWatch]:
+        watch = self.watch(debounce, poll_interval)
+        try:
+            yield watch
+        finally:
+            watch.stop()
+            watch.join(2.0)
+
+    # ------------------------------------------------------------------ remote
+    def remote(self, source: RemoteSource | AsyncRemoteSource) -> DynamicConfig[M]:
+        """Use a store as the remote layer; the document arrives with ``refresh_remote``."""
+        self._remote_generation += 1
+        self._remote = _RemoteSlot(
+            source=source, description=source.describe(), generation=self._remote_generation
+        )
+        return self
+
+    def clear_remote(self) -> None:
+        if self._remote is not None:
+            self._remote.document = None
+
+    @property
+    def remote_description(self) -> str | None:
+        return None if self._remote is None else self._remote.description
+
+    def remote_status(self) -> RemoteStatus | None:
+        slot = self._remote
+        if slot is None:
+            return None
+        return RemoteStatus(
+            fetches=slot.fetches,
+            last_fetch=slot.last_fetch,
+            last_fetch_duration=slot.last_fetch_duration,
+            consecutive_failures=slot.consecutive_failures,
+            last_failure=slot.last_failure,
+        )
+
+    def _store_answer(
+        self, slot: _RemoteSlot, answer: Fetched | Absent, took: float | None
+    ) -> None:
+        if slot.generation != self._remote_generation:
+            return  # the source was replaced while this fetch was in flight
+        slot.document = (
+            None
+            if isinstance(answer, Absent)
+            else RemoteDocument(
+                text=answer.text, format=answer.format, description=slot.description
+            )
+        )
+        slot.fetches += 1
+        slot.last_fetch = time.monotonic()
+        slot.last_fetch_duration = took
+        slot.consecutive_failures = 0
+
+    def _fetch_failed(self, slot: _RemoteSlot, error: BaseException) -> DynconfError:
+        wrapped = (
+            error
+            if isinstance(error, DynconfError)
+            else RemoteError(
+                f"{slot.description} could not be read ({type(error).__name__}); check that the "
+                "store is reachable",
+                origin=Origin.remote(slot.description),
+            )
+        )
+        if wrapped is not error:
+            wrapped.__cause__ = error
+        slot.consecutive_failures += 1
+        slot.last_failure = Failure(wrapped.kind.value, wrapped.path, time.monotonic())
+        return wrapped
+
+    def _slot(self) -> _RemoteSlot:
+        if self._remote is None:
+            raise MissingError("no remote source is set; call remote(source) first")
+        return self._remote
+
+    def refresh_remote(self) -> None:
+        """Fetch the remote document now and keep it for the next load (no reload)."""
+        slot = self._slot()
+        source = slot.source
+        if is_async_source(source):
+            raise BackendError("this remote source is async; use refresh_remote_async()")
+        assert isinstance(source, RemoteSource)
+        started = time.perf_counter()
+        try:
+            answer = source.fetch()
+        except Exception as exc:
+            raise self._fetch_failed(slot, exc) from exc
+        self._store_answer(slot, answer, time.perf_counter() - started)
+
+    async def refresh_remote_async(self) -> None:
+        slot = self._slot()
+        started = time.perf_counter()
+        try:
+            source = slot.source
+            if is_async_source(source):
+                answer = await typing.cast(AsyncRemoteSource, source).fetch()
+            else:
+                answer = await anyio.to_thread.run_sync(typing.cast(RemoteSource, source).fetch)
+        except Exception as exc:
+            raise self._fetch_failed(slot, exc) from exc
+        self._store_answer(slot, answer, time.perf_counter() - started)
+
+    def watch_remote(self, interval: float = 15.0) -> RemoteWatch:
+        """Follow the remote store in a thread: each delivery reloads (``remote-changed``).
+
+        Failures back off (doubling from ``interval``, 300 s cap, ±25 % spread) and reopen
+        the store's watch; a refused reload keeps the previous snapshot.
+        """
+        return RemoteWatch(self, self._slot(), interval).start()
+
+    def _deliver(self, slot: _RemoteSlot, answer: Fetched | Absent) -> None:
+        """Keep a delivered document and reload, unless it is the one already kept."""
+        with self._lock:
+            kept = slot.document
+            if isinstance(answer, Absent) and kept is None:
+                return
+            if (
+                isinstance(answer, Fetched)
+                and kept is not None
+                and (kept.text, kept.format) == (answer.text, answer.format)
+            ):
+                return
+            self._store_answer(slot, answer, None)
+        self.try_reload(ReloadReason.REMOTE_CHANGED)
+
+    def _resync(self, slot: _RemoteSlot) -> None:
+        """Fetch now and deliver only if the document moved (a push stream can go silent)."""
+        source = slot.source
+        if is_async_source(source):
+            answer = anyio.run(typing.cast(AsyncRemoteSource, source).fetch)
+        else:
+            answer = typing.cast(RemoteSource, source).fetch()
+        self._deliver(slot, answer)
+
+
+class RemoteWatch:
+    """The threads behind :meth:`DynamicConfig.watch_remote`.
+
+    One follows the store's own watch; for push stores a second resyncs every interval
+    (paced), because a stream's failure mode is silence, and a change made between the
+    last fetch and the stream's start would otherwise wait for the next change.
+    """
+
+    def __init__(self, config: DynamicConfig[Any], slot: _RemoteSlot, interval: float) -> None:
+        self._config = config
+        self._slot = slot
+        self._interval = interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="dynconf-remote", daemon=True)
+        self._resyncer: threading.Thread | None = None
+        if slot.source.capability is WatchCapability.PUSH:
+            self._resyncer = threading.Thread(
+                target=self._resync_loop, name="dynconf-remote-resync", daemon=True
+            )
+
+    @property
+    def running(self) -> bool:
+        return self._thread.is_alive() and not self._stop.is_set()
+
+    def start(self) -> RemoteWatch:
+        self._thread.start()
+        if self._resyncer is not None:
+            self._resyncer.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def join(self, timeout: float | None = None) -> None:
+        self._thread.join(timeout)
+        if self._resyncer is not None:
+            self._resyncer.join(timeout)
+
+    def _resync_loop(self) -> None:
+        pace = Pace(self._interval)
+        while not self._stop.wait(pace.next_wait()):
+            try:
+                self._config._resync(self._slot)
+                pace.succeeded()
+            except Exception as exc:
+                self._config._fetch_failed(self._slot, exc)
+                pace.failed()
+
+    def _run(self) -> None:
+        pace = Pace(self._interval)
+        source = self._slot.source
+        while not self._stop.is_set():
+            try:
+                if is_async_source(source):
+                    anyio.run(self._run_async, typing.cast(AsyncRemoteSource, source))
+                else:
+                    blocking = typing.cast(RemoteSource, source)
+                    for answer in blocking.changes(self._interval, self._stop.is_set):
+                        pace.succeeded()
+                        self._config._deliver(self._slot, answer)
+                if self._stop.is_set():
+                    return
+            except Exception as exc:
+                self._config._fetch_failed(self._slot, exc)
+                pace.failed()
+            self._stop.wait(pace.next_wait())
+
+    async def _run_async(self, source: AsyncRemoteSource) -> None:
+        async def watch_stop(scope: anyio.CancelScope) -> None:
+            while not self._stop.is_set():
+                await anyio.sleep(0.1)
+            scope.cancel()
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(watch_stop, group.cancel_scope)
+            async for answer in source.changes(self._interval):
+                self._config._deliver(self._slot, answer)
+            group.cancel_scope.cancel()

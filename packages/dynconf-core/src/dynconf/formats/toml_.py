@@ -1,0 +1,153 @@
+"""TOML: read with :mod:`tomllib`, written with ``tomli-w``.
+
+TOML has dates and times; the document model does not. A date, time or datetime becomes
+its RFC 3339 string the way the reference engine prints it: ``T`` between date and time,
+fractional seconds only when non-zero (trailing zeros trimmed, microsecond precision), and
+``Z`` for a zero offset. ``1979-05-27 07:32:00+00:00`` therefore reads as
+``"1979-05-27T07:32:00Z"``. TOML has no null, so a null is refused by path on the way out,
+as is an integer outside the 64-bit range the TOML specification allows.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import tomllib
+from typing import Any
+
+import tomli_w
+
+from dynconf.document import Document, Value
+from dynconf.errors import Origin, ParseError, TypeMismatchError
+from dynconf.formats._common import (
+    I64_MAX,
+    I64_MIN,
+    is_blank,
+    refuse_foreign,
+    safe_reason,
+    shown,
+    walk,
+)
+from dynconf.plugins import FormatType
+
+__all__ = ["TOML", "dump", "parse"]
+
+_AT = re.compile(r"\s*\(at (?:line (\d+), column (\d+)|end of document)\)\s*$")
+
+# tomllib reasons that name a key or quote a character of the input, rewritten so the
+# message keeps the rule and loses the text.
+_REWORDED: tuple[tuple[str, str], ...] = (
+    ("Found invalid character", "invalid character"),
+    ("Illegal character", "a string holds a character TOML does not allow there"),
+    ("Cannot declare", "a table is declared twice"),
+    ("Cannot mutate immutable namespace", "an inline table or array cannot be extended"),
+    ("Duplicate inline table key", "a key appears twice in an inline table"),
+    ("Cannot redefine namespace", "a table is defined twice"),
+)
+
+
+def _reason(message: str) -> str:
+    for prefix, replacement in _REWORDED:
+        if message.startswith(prefix):
+            return replacement
+    return safe_reason(message)
+
+
+def _end_position(text: str) -> tuple[int, int]:
+    line = text.count("\n") + 1
+    column = len(text) - (text.rfind("\n") + 1) + 1
+    return line, column
+
+
+def _fraction(microsecond: int) -> str:
+    return f".{microsecond:06d}".rstrip("0") if microsecond else ""
+
+
+def _time_text(value: dt.time | dt.datetime) -> str:
+    return f"{value.hour:02d}:{value.minute:02d}:{value.second:02d}{_fraction(value.microsecond)}"
+
+
+def _offset_text(value: dt.datetime) -> str:
+    offset = value.utcoffset()
+    if offset is None:
+        return ""
+    minutes = int(offset.total_seconds()) // 60
+    if minutes == 0:
+        return "Z"
+    sign = "-" if minutes < 0 else "+"
+    hours, rest = divmod(abs(minutes), 60)
+    return f"{sign}{hours:02d}:{rest:02d}"
+
+
+def date_text(value: dt.date | dt.time) -> str:
+    """The RFC 3339 spelling of a TOML date, time or datetime (see the module docstring)."""
+    if isinstance(value, dt.datetime):
+        return f"{value.date().isoformat()}T{_time_text(value)}{_offset_text(value)}"
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    return _time_text(value)
+
+
+def _plain(value: Any) -> Value:
+    if isinstance(value, dict):
+        return {key: _plain(child) for key, child in value.items()}
+    if isinstance(value, list):
+        return [_plain(child) for child in value]
+    if isinstance(value, dt.date | dt.time):
+        return date_text(value)
+    return value
+
+
+def parse(text: str, origin: Origin) -> Document:
+    """Read a TOML document; dates and times become strings."""
+    if is_blank(text):
+        return {}
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        message = str(exc)
+        match = _AT.search(message)
+        if match is None:
+            line, column = _end_position(text)
+        elif match.group(1) is None:
+            line, column = _end_position(text)
+            message = message[: match.start()]
+        else:
+            line, column = int(match.group(1)), int(match.group(2))
+            message = message[: match.start()]
+        raise ParseError(
+            f"TOML parse error at line {line}, column {column}: {_reason(message)}",
+            origin=origin,
+        ) from None
+    except RecursionError:
+        raise ParseError(
+            "TOML parse error: the document nests too deeply; flatten it", origin=origin
+        ) from None
+    document: Document = _plain(raw)
+    return document
+
+
+def dump(document: Document) -> str:
+    """TOML as ``tomli-w`` lays it out; null and out-of-range integers refused by path."""
+    refuse_foreign(document, "TOML")
+    for path, value in walk(document):
+        if value is None:
+            raise TypeMismatchError(
+                f"`{shown(path)}` is null, and TOML has no null; remove the key or render to "
+                "json or yaml instead",
+                path=path,
+            )
+        if (
+            isinstance(value, int)
+            and not isinstance(value, bool)
+            and not (I64_MIN <= value <= I64_MAX)
+        ):
+            raise TypeMismatchError(
+                f"`{shown(path)}` is an integer outside the 64-bit range TOML allows; store it "
+                "as a string or render to json or yaml instead",
+                path=path,
+            )
+    return tomli_w.dumps(document)
+
+
+TOML = FormatType(name="toml", extensions=("toml",), parse=parse, dump=dump)

@@ -1,0 +1,53 @@
+"""The remote layer of DynamicConfig, driven by the embedded file store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from dynconf.config import DynamicConfig
+from dynconf.file_store import FILE_STORE
+from dynconf.stores import StoreSpec
+
+
+def test_remote_document_sits_above_files_and_below_env(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    local = tmp_path / "config.toml"
+    local.write_text('[app]\na = "file"\nb = "file"\nc = "file"\n', encoding="utf-8")
+    remote = tmp_path / "remote.json"
+    remote.write_text('{"app": {"b": "remote", "c": "remote"}}', encoding="utf-8")
+    monkeypatch.setenv("TRL_APP_C", "env")
+    source = FILE_STORE.build(StoreSpec(source="file", endpoint="", key=str(remote)))
+    config = DynamicConfig(None, "app").file(local).env("TRL_").remote(source)
+    config.refresh_remote()
+    values = config.init()
+    assert (values["a"], values["b"], values["c"]) == ("file", "remote", "env")
+    assert str(config.source_of("b")).startswith("from file ")
+
+
+def test_watch_remote_reloads_on_store_change(tmp_path: Path) -> None:
+    remote = tmp_path / "remote.json"
+    remote.write_text('{"app": {"v": 1}}', encoding="utf-8")
+    source = FILE_STORE.build(StoreSpec(source="file", endpoint="", key=str(remote)))
+    config = DynamicConfig(None, "app").remote(source)
+    config.refresh_remote()
+    assert config.init()["v"] == 1
+    watch = config.watch_remote(interval=0.05)
+    try:
+        remote.write_text('{"app": {"v": 2}}', encoding="utf-8")
+        assert config.changed(timeout=5) is not None
+        assert config.current()["v"] == 2
+        assert config.status().last_reason == "remote-changed"
+    finally:
+        watch.stop()
+        watch.join(2)
+
+
+def test_missing_remote_document_contributes_nothing(tmp_path: Path) -> None:
+    source = FILE_STORE.build(StoreSpec(source="file", endpoint="", key=str(tmp_path / "x.json")))
+    config = DynamicConfig(None, "app").set_default("a", 1).remote(source)
+    config.refresh_remote()
+    assert config.init()["a"] == 1
+    status = config.remote_status()
+    assert status is not None and status.reachable is True

@@ -1,0 +1,175 @@
+"""Templates: strict, sandboxed, config-file friendly, with the six extra filters."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from dynconf.errors import InvalidError, Origin
+from dynconf.render import OutputSpec, TemplateSource, render_output
+from dynconf.template import REQUIRED_MESSAGE, render_template
+
+INLINE = Origin.inline()
+SECRET = "s3cr3t-value-never-shown"
+
+
+def render(source: str, context: dict[str, Any] | None = None) -> str:
+    return render_template(source, context or {}, origin=INLINE)
+
+
+def refusal(source: str, context: dict[str, Any] | None = None) -> str:
+    with pytest.raises(InvalidError) as caught:
+        render(source, context)
+    message = str(caught.value)
+    assert SECRET not in message
+    return message
+
+
+def test_context_is_the_document_with_top_level_keys_as_variables() -> None:
+    doc = {"db": {"host": "h", "port": 5432}}
+    assert render("{{ db.host }}:{{ db.port }}", doc) == "h:5432"
+
+
+def test_undefined_name_is_an_error_naming_it_and_the_line() -> None:
+    message = refusal("first\n{{ db.hots }}\n", {"db": {"host": SECRET}})
+    assert "`db.hots`" in message
+    assert "line 2" in message
+
+
+def test_undefined_top_level_name_is_an_error() -> None:
+    assert "`nope`" in refusal("{{ nope }}")
+
+
+def test_undefined_key_computed_from_a_value_is_not_repeated() -> None:
+    message = refusal("{{ db[k] }}", {"db": {}, "k": SECRET})
+    assert "a key" in message
+
+
+def test_booleans_render_lowercase() -> None:
+    assert render("{{ a }} {{ b }}", {"a": True, "b": False}) == "true false"
+
+
+def test_null_renders_empty_and_collections_as_json() -> None:
+    doc = {"n": None, "l": [1, "x", True], "t": {"k": None}}
+    assert render("[{{ n }}] {{ l }} {{ t }}", doc) == '[] [1, "x", true] {"k": null}'
+
+
+def test_trailing_newline_is_kept() -> None:
+    assert render("a={{ a }}\n", {"a": 1}) == "a=1\n"
+
+
+def test_syntax_error_names_the_line() -> None:
+    message = refusal("ok\n{% if %}\n")
+    assert "syntax error" in message
+    assert "line 2" in message
+
+
+def test_b64encode() -> None:
+    assert render("{{ v | b64encode }}", {"v": "héllo"}) == base64.b64encode(
+        "héllo".encode()
+    ).decode("ascii")
+
+
+def test_b64decode_forgives_missing_padding() -> None:
+    assert render("{{ v | b64decode }}", {"v": "aGk"}) == "hi"
+
+
+def test_b64decode_refuses_invalid_input_without_showing_it() -> None:
+    message = refusal("{{ v | b64decode }}", {"v": SECRET + "!!"})
+    assert "b64decode: the value is not valid base64" in message
+
+
+def test_b64decode_refuses_bytes_that_are_not_utf8() -> None:
+    encoded = base64.b64encode(b"\xff\xfe").decode("ascii")
+    assert "not UTF-8" in refusal("{{ v | b64decode }}", {"v": encoded})
+
+
+def test_json_is_compact() -> None:
+    assert render("{{ v | json }}", {"v": {"a": [1, 2], "b": "x"}}) == '{"a":[1,2],"b":"x"}'
+
+
+def test_yaml_is_block_style_without_final_newline() -> None:
+    out = render("{{ v | yaml }}", {"v": {"a": [1, 2], "b": "x"}})
+    assert not out.endswith("\n")
+    assert yaml.safe_load(out) == {"a": [1, 2], "b": "x"}
+
+
+def test_yaml_of_a_scalar_has_no_document_end_marker() -> None:
+    assert render("{{ v | yaml }}", {"v": "x"}) == "x"
+
+
+def test_quote_gives_a_json_string() -> None:
+    assert render("{{ v | quote }}", {"v": 'a "b"\n'}) == '"a \\"b\\"\\n"'
+    assert render("{{ v | quote }}", {"v": True}) == '"true"'
+
+
+@pytest.mark.parametrize("empty", ["", None, [], {}])
+def test_required_refuses_empty_values_with_the_default_message(empty: object) -> None:
+    assert REQUIRED_MESSAGE in refusal("{{ v | required }}", {"v": empty})
+
+
+def test_required_refuses_undefined() -> None:
+    assert REQUIRED_MESSAGE in refusal("{{ v | required }}")
+
+
+def test_required_uses_the_given_message_and_passes_values_through() -> None:
+    assert "give v" in refusal("{{ v | required('give v') }}", {"v": ""})
+    assert render("{{ v | required }}", {"v": 0}) == "0"
+
+
+def test_plugin_filters_come_from_the_registry(
+    install_filters: Callable[[dict[str, Callable[..., Any]]], None],
+) -> None:
+    install_filters({"shout": lambda value: str(value).upper()})
+    assert render("{{ v | shout }}", {"v": "x"}) == "X"
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "{{ ''.__class__ }}",
+        "{{ ''.__class__.__mro__[1].__subclasses__() }}",
+        "{{ cycler.__init__.__globals__ }}",
+        "{{ lipsum.__globals__['os'] }}",
+        "{{ l.append(1) }}",
+    ],
+)
+def test_sandbox_refuses_internals_and_mutation(source: str) -> None:
+    message = refusal(source, {"l": []})
+    assert "sandbox refuses" in message
+
+
+@pytest.mark.parametrize("source", ["{{ open('/etc/passwd') }}", "{{ environ }}", "{{ os }}"])
+def test_no_file_or_environment_access(source: str) -> None:
+    assert "does not define" in refusal(source)
+
+
+def test_include_cannot_read_another_template() -> None:
+    assert "cannot read other templates" in refusal("{% include '/etc/passwd' %}")
+
+
+def test_other_failures_report_the_type_only() -> None:
+    message = refusal("{{ 1 // v }}", {"v": 0})
+    assert "ZeroDivisionError" in message
+
+
+def test_template_file_is_reread_at_every_render(tmp_path: Path) -> None:
+    template = tmp_path / "app.tmpl"
+    spec = OutputSpec(path=tmp_path / "app.env", template=TemplateSource.file(template))
+    template.write_text("A={{ a }}\n", encoding="utf-8")
+    assert render_output({"a": 1}, spec) == b"A=1\n"
+    template.write_text("B={{ a }}\n", encoding="utf-8")
+    assert render_output({"a": 1}, spec) == b"B=1\n"
+
+
+def test_template_file_errors_name_the_file(tmp_path: Path) -> None:
+    template = tmp_path / "app.tmpl"
+    template.write_text("{{ nope }}", encoding="utf-8")
+    spec = OutputSpec(path=tmp_path / "app.env", template=TemplateSource.file(template))
+    with pytest.raises(InvalidError) as caught:
+        render_output({}, spec)
+    assert str(template) in str(caught.value)
