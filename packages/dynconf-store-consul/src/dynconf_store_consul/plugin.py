@@ -1,1 +1,235 @@
-"""Hook implementations for the consul store (none yet: the store lands with its issue)."""
+"""The ``consul`` store type, contributed through the ``dynconf_stores`` hook.
+
+Validation lives here so the agent (at start) and the webhook (at admission) refuse the same
+specs with the same sentences. Building imports the client library; discovery does not.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Final
+
+from dynconf.plugins import hookimpl
+from dynconf.stores import (
+    AuthMethod,
+    StoreSpec,
+    StoreType,
+    StoreTypeBase,
+    WatchCapability,
+    credential_from_file,
+    format_from_key,
+    redact_url,
+)
+
+if TYPE_CHECKING:
+    from dynconf_store_consul.source import ConsulSource
+
+__all__ = ["CONSUL_STORE", "ConsulStoreType", "dynconf_stores"]
+
+AUTH_METHODS: Final[Mapping[str, AuthMethod]] = {
+    "anonymous": AuthMethod(
+        "anonymous", (), "no token: ACLs off, or a default policy that allows reads"
+    ),
+    "token": AuthMethod("token", ("token",), "an ACL token sent as X-Consul-Token"),
+    "kubernetes": AuthMethod(
+        "kubernetes",
+        ("auth_mount",),
+        "log in to a kubernetes-type auth method with the pod's service-account JWT",
+    ),
+    "jwt": AuthMethod(
+        "jwt",
+        ("auth_mount", "token"),
+        "log in to a jwt-type auth method with the bearer from the token slot",
+    ),
+}
+
+FORMATS: Final = ("json", "toml", "yaml", "ini", "properties", "env")
+SETTINGS: Final = ("datacenter", "format", "wait")
+"""The ``extra`` keys a consul spec accepts."""
+
+_DURATION: Final = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m)?$")
+_DATACENTER: Final = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+
+
+def parse_wait(text: str) -> float | None:
+    """A blocking-query wait in seconds (``90``, ``90s``, ``1.5m``, ``500ms``), or None."""
+    match = _DURATION.match(text.strip())
+    if match is None:
+        return None
+    number, unit = float(match.group(1)), match.group(2) or "s"
+    return number * {"ms": 0.001, "s": 1.0, "m": 60.0}[unit]
+
+
+class ConsulStoreType(StoreTypeBase):
+    """Consul KV: one key, one document; blocking queries as the push watch."""
+
+    name = "consul"
+    capability = WatchCapability.PUSH
+    auth_methods = AUTH_METHODS
+    blocking = True
+    default_auth = "anonymous"
+
+    def credential_hint(self) -> str:
+        return "an ACL token or an auth-method login"
+
+    def store_refusals(self, spec: StoreSpec) -> list[str]:
+        from dynconf_store_consul.transport import parse_endpoint
+
+        refusals: list[str] = []
+        endpoint = parse_endpoint(spec.endpoint)
+        if isinstance(endpoint, str):
+            refusals.append(endpoint)
+        elif endpoint.scheme == "http" and spec.tls.configured:
+            refusals.append(
+                "TLS settings (--ca, --tls-cert/--tls-key, --tls-server-name, "
+                "--tls-skip-verify) need an https:// consul endpoint; change the scheme or "
+                "remove them"
+            )
+        refusals.extend(self._key_refusals(spec))
+        refusals.extend(self._setting_refusals(spec))
+        refusals.extend(self._auth_refusals(spec))
+        if spec.timeout is not None and spec.timeout <= 0:
+            refusals.append("--timeout must be a positive number of seconds for consul")
+        return refusals
+
+    @staticmethod
+    def _key_refusals(spec: StoreSpec) -> list[str]:
+        key = spec.key.lstrip("/")
+        if not key:
+            return ["consul needs --key: a KV path with an extension, e.g. myapp/config.json"]
+        if key.endswith("/"):
+            return [
+                f"the consul key {spec.key} is a folder; name one key holding the document, "
+                "e.g. myapp/config.json"
+            ]
+        chosen = spec.extra.get("format")
+        if chosen is None and format_from_key(key) is None:
+            return [
+                f"the consul key {spec.key} has no extension naming the stored format; name "
+                "the key with .json, .toml, .yaml, .ini, .properties or .env, or set the "
+                "format setting (format=json)"
+            ]
+        if chosen is not None and chosen.lower() not in FORMATS:
+            return [f"format={chosen} is not a format consul documents can be stored in; use "
+                    f"one of: {', '.join(FORMATS)}"]  # fmt: skip
+        return []
+
+    @staticmethod
+    def _setting_refusals(spec: StoreSpec) -> list[str]:
+        refusals = [
+            f"{name} is not a consul setting; use one of: {', '.join(SETTINGS)}"
+            for name in sorted(spec.extra)
+            if name not in SETTINGS
+        ]
+        datacenter = spec.extra.get("datacenter")
+        if datacenter is not None and not _DATACENTER.match(datacenter):
+            refusals.append(
+                "datacenter must be a Consul datacenter name (letters, digits, `-`, `_`, `.`); "
+                "leave it out to read the agent's own datacenter"
+            )
+        wait = spec.extra.get("wait")
+        if wait is not None and (parse_wait(wait) or 0) < 1:
+            refusals.append(
+                f"wait={wait} is not a blocking-query wait of at least 1 s; write seconds "
+                "(60, 60s) or minutes (5m), at most 10m"
+            )
+        return refusals
+
+    @staticmethod
+    def _auth_refusals(spec: StoreSpec) -> list[str]:
+        refusals: list[str] = []
+        method = spec.auth or "anonymous"
+        if spec.auth_role:
+            refusals.append(
+                "consul takes no --auth-role: its login names the auth method only; put the "
+                "method's name in --auth-mount and bind roles with a binding rule"
+            )
+        if spec.auth_username:
+            refusals.append("consul takes no --auth-username; remove it")
+        if spec.auth_mount and method not in ("kubernetes", "jwt"):
+            refusals.append(
+                "--auth-mount names a consul auth method to log in to; add --auth kubernetes "
+                "or --auth jwt, or remove it"
+            )
+        if spec.auth_token_path and method != "kubernetes":
+            refusals.append(
+                "--auth-token-path is where --auth kubernetes reads the service-account JWT; "
+                "add --auth kubernetes or remove it"
+            )
+        if spec.auth == "anonymous" and spec.token:
+            refusals.append(
+                "--auth anonymous sends no token, but a token is set; use --auth token, or "
+                "remove the token"
+            )
+        if method == "kubernetes" and spec.token:
+            refusals.append(
+                "--auth kubernetes logs in with the service-account JWT file, but a token is "
+                "set; remove it, or use --auth jwt to log in with that token"
+            )
+        return refusals
+
+    def describe(self, spec: StoreSpec) -> str:
+        key = spec.key.lstrip("/")
+        datacenter = spec.extra.get("datacenter")
+        where = f" dc {datacenter}" if datacenter else ""
+        return f"consul {redact_url(spec.endpoint).rstrip('/')} kv/{key}{where}"
+
+    def build(self, spec: StoreSpec) -> ConsulSource:
+        """A source for ``spec``; refuses (BackendError) a spec :meth:`validate` refuses."""
+        from dynconf.errors import BackendError, Origin
+        from dynconf_store_consul.auth import (
+            SERVICE_ACCOUNT_TOKEN,
+            Credential,
+            LoginCredential,
+            StaticCredential,
+        )
+        from dynconf_store_consul.source import DEFAULT_WAIT, ConsulSource
+        from dynconf_store_consul.transport import DEFAULT_TIMEOUT, Transport, parse_endpoint
+
+        description = self.describe(spec)
+        refusals = self.validate(spec)
+        if refusals:
+            raise BackendError("; ".join(refusals), origin=Origin.remote(description))
+        endpoint = parse_endpoint(spec.endpoint)
+        assert not isinstance(endpoint, str)
+        key = spec.key.lstrip("/")
+        format_name = (spec.extra.get("format") or format_from_key(key) or "").lower()
+        credential: Credential
+        if spec.auth == "kubernetes":
+            assert spec.auth_mount
+            path = spec.auth_token_path or SERVICE_ACCOUNT_TOKEN
+            credential = LoginCredential(
+                spec.auth_mount, lambda: credential_from_file(path), describe=description
+            )
+        elif spec.auth == "jwt":
+            assert spec.auth_mount
+            assert spec.token
+            bearer = spec.token
+            credential = LoginCredential(spec.auth_mount, lambda: bearer, describe=description)
+        else:  # anonymous, token, or no --auth (the token when one is set)
+            credential = StaticCredential(spec.token)
+        transport = Transport(
+            endpoint,
+            spec.tls,
+            timeout=spec.timeout or DEFAULT_TIMEOUT,
+            describe=description,
+        )
+        wait = spec.extra.get("wait")
+        return ConsulSource(
+            transport,
+            key,
+            format_name,
+            credential,
+            description=description,
+            datacenter=spec.extra.get("datacenter"),
+            wait=(parse_wait(wait) or DEFAULT_WAIT) if wait else DEFAULT_WAIT,
+        )
+
+
+CONSUL_STORE: Final = ConsulStoreType()
+
+
+@hookimpl
+def dynconf_stores() -> Iterable[StoreType]:
+    return [CONSUL_STORE]

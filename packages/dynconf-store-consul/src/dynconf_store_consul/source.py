@@ -1,0 +1,257 @@
+"""The Consul KV source: one key read as one document, watched with blocking queries.
+
+``fetch`` is ``GET /v1/kv/<key>``: the single entry's base64 value decoded as UTF-8 text,
+the format named by the key's extension (or the spec), and ``X-Consul-Index`` as the
+revision. A 404 is :data:`ABSENT` (the key is gone, not an error).
+
+``changes`` is the push watch: the same read as a blocking query (``?index=<last>&wait=``)
+that Consul holds open until the key's index moves or the wait ends. The first answer primes
+the index and is not delivered; afterwards a new text (or ABSENT once) is yielded, an
+identical rewrite (Consul bumps the index on a no-op write) is not. An index that goes
+backwards (a restored snapshot, a rebuilt cluster) resets it to 0 so the next query answers
+at once. A failed query is reported and retried after a fixed 5 s, as the reference store
+does; a refused credential is raised after the one re-login a login method allows.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import logging
+import time
+from collections.abc import Callable, Iterator
+from typing import Final
+
+from dynconf.errors import AuthError, DynconfError, Origin, RemoteError
+from dynconf.stores import ABSENT, Absent, Fetched, WatchCapability
+from dynconf_store_consul.auth import Credential
+from dynconf_store_consul.transport import Reply, Transport
+
+__all__ = ["DEFAULT_WAIT", "MAX_WAIT", "RETRY_WAIT", "ConsulSource", "FailureSink"]
+
+DEFAULT_WAIT: Final = 60.0
+"""Seconds Consul may hold one blocking query; also the watch's worst-case stop latency."""
+MAX_WAIT: Final = 600.0
+"""Consul's own ceiling for ``wait``; longer values are clamped to it."""
+RETRY_WAIT: Final = 5.0
+"""The fixed pause after a failed blocking query before the next one."""
+_SLICE: Final = 0.25
+
+FailureSink = Callable[[DynconfError], None]
+"""Receives each failure a watch survives by retrying (the agent counts and logs them)."""
+
+log = logging.getLogger("dynconf.store.consul")
+
+
+class ConsulSource:
+    """A blocking :class:`~dynconf.stores.RemoteSource` over one Consul KV key."""
+
+    capability = WatchCapability.PUSH
+
+    def __init__(
+        self,
+        transport: Transport,
+        key: str,
+        format_name: str,
+        credential: Credential,
+        *,
+        description: str,
+        datacenter: str | None = None,
+        wait: float = DEFAULT_WAIT,
+        retry_wait: float = RETRY_WAIT,
+        on_failure: FailureSink | None = None,
+    ) -> None:
+        self._transport = transport
+        self._key = key
+        self._path = f"/v1/kv/{key}"
+        self._format = format_name
+        self._credential = credential
+        self._description = description
+        self._datacenter = datacenter
+        self._wait = min(max(wait, 1.0), MAX_WAIT)
+        self._retry_wait = retry_wait
+        self.on_failure = on_failure
+        self.connected = False
+        """True while the watch's last query succeeded (the agent's ``watch_connected``)."""
+        self._closed = False
+
+    @property
+    def credential(self) -> Credential:
+        return self._credential
+
+    def describe(self) -> str:
+        return self._description
+
+    def fetch(self) -> Fetched | Absent:
+        """Read the key now: its document, or ABSENT when Consul has no such key."""
+        answer, _index = self._read(None)
+        return answer
+
+    def changes(self, interval: float, stop: Callable[[], bool]) -> Iterator[Fetched | Absent]:
+        """Yield each new document (or ABSENT) as blocking queries observe it, until ``stop()``.
+
+        ``interval`` is not used: the query itself waits for the change, and the agent's
+        resync (a plain fetch each interval) covers a stream that fell silent. ``stop`` is
+        checked between queries, so stopping takes up to the blocking wait.
+        """
+        index: int | None = None
+        last: Fetched | Absent | None = None
+        while not stop():
+            try:
+                answer, new_index = self._read(index)
+            except AuthError:
+                self.connected = False
+                raise
+            except DynconfError as exc:
+                self.connected = False
+                self._report(exc)
+                if self._pause(self._retry_wait, stop):
+                    return
+                continue
+            if index is not None and new_index is not None and new_index < index:
+                # Consul's documented rule: an index that goes backwards means the state
+                # was rebuilt; start over with a query that answers at once.
+                new_index = 0
+            if new_index is not None:
+                index = new_index
+            elif index is None:
+                index = 0
+            self.connected = True
+            if last is None:
+                last = answer
+                continue
+            if not _same(answer, last):
+                last = answer
+                yield answer
+
+    def close(self) -> None:
+        """Log out a login-minted token and release the connection pool."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._credential.close(self._transport)
+        finally:
+            self._transport.close()
+
+    # ------------------------------------------------------------------ internals
+    def _read(self, index: int | None) -> tuple[Fetched | Absent, int | None]:
+        params: list[tuple[str, str]] = []
+        if self._datacenter:
+            params.append(("dc", self._datacenter))
+        if index is not None:
+            params.extend([("index", str(index)), ("wait", f"{self._wait:g}s")])
+        reply = self._authorised(params)
+        new_index = reply.header_int("X-Consul-Index")
+        if reply.code == 404:
+            return ABSENT, new_index
+        if reply.code != 200:
+            raise self._remote(f"answered {reply.code}; {_status_hint(reply.code)}")
+        text, modify_index = self._decode(reply.body)
+        revision = new_index if new_index is not None else modify_index
+        return Fetched(
+            text=text,
+            format=self._format,
+            revision=None if revision is None else str(revision),
+        ), new_index
+
+    def _authorised(self, params: list[tuple[str, str]]) -> Reply:
+        """One request, plus exactly one fresh login when a login token is refused."""
+        reply = self._transport.call(
+            "GET", self._path, params=params, token=self._credential.token(self._transport)
+        )
+        if reply.code != 403:
+            return reply
+        if self._credential.renewable:
+            self._credential.invalidate()
+            reply = self._transport.call(
+                "GET", self._path, params=params, token=self._credential.token(self._transport)
+            )
+            if reply.code != 403:
+                return reply
+            raise self._auth(
+                "refused a freshly logged-in token (403) twice; grant the auth method's role "
+                f"or policy `key_prefix` read on {self._key}"
+            )
+        if self._credential.token(self._transport) is None:
+            raise self._auth(
+                "refused an anonymous read (403): ACLs are enforced; supply a token "
+                "(--auth token) or log in (--auth kubernetes / jwt with --auth-mount)"
+            )
+        raise self._auth(
+            "refused the ACL token (403); grant its policy read on the key, or replace the "
+            "token (a supplied token is not retried)"
+        )
+
+    def _decode(self, body: str) -> tuple[str, int | None]:
+        try:
+            entries = json.loads(body)
+        except ValueError:
+            raise self._remote("answered with a body that is not a KV listing") from None
+        entry = None
+        if isinstance(entries, list):
+            entry = next(
+                (e for e in entries if isinstance(e, dict) and e.get("Key") == self._key), None
+            )
+        if entry is None:
+            raise self._remote("answered without the requested key; is a proxy rewriting paths?")
+        value = entry.get("Value")
+        if value is None:
+            raise self._remote("holds no value; write the document to the key")
+        try:
+            text = base64.b64decode(value, validate=True).decode("utf-8")
+        except (binascii.Error, ValueError, TypeError):
+            raise self._remote(
+                "holds a value that is not UTF-8 text; store the document as UTF-8"
+            ) from None
+        modify = entry.get("ModifyIndex")
+        return text, modify if isinstance(modify, int) else None
+
+    def _report(self, error: DynconfError) -> None:
+        log.warning(
+            "consul watch query failed; retrying",
+            extra={"event": "store_watch_failed", "store": self._description,
+                   "kind": str(error.kind), "reason": error.message},
+        )  # fmt: skip
+        if self.on_failure is not None:
+            self.on_failure(error)
+
+    @staticmethod
+    def _pause(seconds: float, stop: Callable[[], bool]) -> bool:
+        """Sleep in short slices; True when ``stop()`` turned true meanwhile."""
+        deadline = time.monotonic() + seconds
+        while (left := deadline - time.monotonic()) > 0:
+            if stop():
+                return True
+            time.sleep(min(_SLICE, left))
+        return stop()
+
+    def _remote(self, what: str) -> RemoteError:
+        return RemoteError(
+            f"{self._description} {what}", origin=Origin.remote(self._description)
+        )
+
+    def _auth(self, what: str) -> AuthError:
+        return AuthError(f"{self._description} {what}", origin=Origin.remote(self._description))
+
+    def __repr__(self) -> str:
+        return f"ConsulSource({self._description!r})"
+
+
+def _status_hint(code: int) -> str:
+    if code == 401:
+        return "Consul answers 403 to a refused token, so a proxy in front of it refused this"
+    if code == 429:
+        return "the agent is rate-limiting; retrying"
+    if code == 400:
+        return "check the key and the datacenter"
+    if code >= 500:
+        return "the agent or its servers are failing (an unknown datacenter answers 500); retrying"
+    return "retrying"
+
+
+def _same(left: Fetched | Absent, right: Fetched | Absent) -> bool:
+    if isinstance(left, Absent) or isinstance(right, Absent):
+        return left is right
+    return left.text == right.text and left.format == right.format

@@ -1,0 +1,233 @@
+"""The HTTP leg to a Consul agent: endpoint grammar, TLS, and one request → one typed reply.
+
+py-consul supplies the session and its blocking-query-aware timeouts (a request that carries
+``index`` waits for ``wait`` plus its jitter before timing out). Its high-level calls turn
+every non-2xx answer into an exception whose message quotes the response body, and fold
+every 5xx and 429 into one class; a store must decide retries on the status code and must
+never quote a body, so every call here goes through the library's HTTP client with a
+callback that hands back the raw ``(code, headers, body)`` and the status is mapped in
+:mod:`dynconf_store_consul.source`.
+
+Nothing in this module imports the client library at import time: :class:`Transport` is
+only constructed by ``build``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+from urllib.parse import urlsplit
+
+from dynconf.errors import Origin, RemoteError
+from dynconf.stores import TlsSettings, redact_url
+
+__all__ = ["DEFAULT_TIMEOUT", "Endpoint", "Reply", "Transport", "parse_endpoint"]
+
+DEFAULT_TIMEOUT: Final = 10.0
+"""Seconds one request may take, excluding a blocking query's own wait."""
+
+_DEFAULT_PORTS: Final = {"http": 80, "https": 443}
+
+log = logging.getLogger("dynconf.store.consul")
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """A Consul agent address: scheme, host and port (no path, no credentials)."""
+
+    scheme: str
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.scheme}://{host}:{self.port}"
+
+
+def parse_endpoint(text: str) -> Endpoint | str:
+    """The endpoint, or a refusal sentence that names the fix (the URL redacted in it).
+
+    The address must be ``http://`` or ``https://`` with a host; the port defaults to the
+    scheme's (80/443). A path is refused because the client cannot prefix one, and
+    userinfo is refused because Consul takes its token in a header, not in the URL.
+    """
+    shown = redact_url(text)
+    if not text:
+        return (
+            "consul needs --endpoint (or DYNAMIC_CONFIG_AGENT_ENDPOINT): the agent's "
+            "address, e.g. http://consul.infra.svc:8500"
+        )
+    scheme, sep, rest = text.partition("://")
+    if not sep or scheme.lower() not in _DEFAULT_PORTS:
+        return (
+            f"the consul endpoint {shown} needs an http:// or https:// scheme, e.g. "
+            "http://consul.infra.svc:8500"
+        )
+    if "@" in rest.split("/", 1)[0]:
+        return (
+            f"the consul endpoint {shown} carries credentials; remove them from the URL and "
+            "pass the ACL token as the token (DYNAMIC_CONFIG_AGENT_TOKEN, --auth token)"
+        )
+    try:
+        parts = urlsplit(text)
+        port = parts.port
+    except ValueError:
+        return f"the consul endpoint {shown} does not parse as a URL; write scheme://host:port"
+    if not parts.hostname:
+        return f"the consul endpoint {shown} names no host; write scheme://host:port"
+    if parts.path not in ("", "/") or parts.query or parts.fragment:
+        return (
+            f"the consul endpoint {shown} has a path or query; the client speaks to the "
+            "agent's root, so give only scheme://host:port"
+        )
+    scheme = scheme.lower()
+    return Endpoint(scheme, parts.hostname, port or _DEFAULT_PORTS[scheme])
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """One HTTP answer: status, headers (case-insensitive mapping) and body text."""
+
+    code: int
+    headers: Mapping[str, str]
+    body: str
+
+    def header_int(self, name: str) -> int | None:
+        value = self.headers.get(name)
+        if value is None or not value.strip().isdigit():
+            return None
+        return int(value.strip())
+
+
+def _verify_and_cert(
+    tls: TlsSettings, describe: str
+) -> tuple[bool | str, tuple[str, str] | None]:
+    """What requests needs for trust; trust files are checked here, at build, by path."""
+    for label, path in (("--ca", tls.ca_file), ("--tls-cert", tls.cert_file),
+                        ("--tls-key", tls.key_file)):  # fmt: skip
+        if path and not Path(path).is_file():
+            raise RemoteError(
+                f"{label} {path} is not a readable file; mount it or fix the path",
+                origin=Origin.remote(describe),
+            )
+    cert = (tls.cert_file, tls.key_file) if tls.cert_file and tls.key_file else None
+    if tls.ca_file:
+        return tls.ca_file, cert
+    if tls.skip_verify:
+        log.warning(
+            "consul TLS verification is off (--tls-skip-verify)",
+            extra={"event": "store_tls_skip_verify", "store": describe},
+        )
+        return False, cert
+    return True, cert
+
+
+class Transport:
+    """One py-consul HTTP client bound to an endpoint, its TLS and its timeout.
+
+    Trust files are read by the TLS layer when connections are made; the agent rebuilds the
+    source (and so this transport, with a fresh session) when they change.
+    """
+
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        tls: TlsSettings,
+        *,
+        timeout: float,
+        describe: str,
+    ) -> None:
+        import consul
+
+        verify, cert = _verify_and_cert(tls, describe)
+        self._describe = describe
+        self._timeout = timeout
+        client: Any = consul.Consul(
+            host=endpoint.host,
+            port=endpoint.port,
+            scheme=endpoint.scheme,
+            verify=verify,
+            cert=cert,
+            connections_timeout=timeout,
+        )
+        # py-consul lets CONSUL_HTTP_TOKEN override the token it is given; every request
+        # here names its token explicitly, and the client's own default is cleared.
+        client.token = None
+        if tls.server_name:
+            client.http.session.mount("https://", _server_name_adapter(tls.server_name))
+        self._http: Any = client.http
+
+    def call(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Sequence[tuple[str, str]] = (),
+        token: str | None = None,
+        body: str | None = None,
+    ) -> Reply:
+        """Send one request; transport failures become :class:`RemoteError` (no text quoted)."""
+        import requests
+
+        headers = {"X-Consul-Token": token} if token else {}
+
+        def keep(response: Any) -> Reply:
+            return Reply(int(response.code), response.headers, str(response.body))
+
+        try:
+            if method == "GET":
+                reply: Reply = self._http.get(keep, path, params=list(params), headers=headers)
+            elif method == "POST":
+                reply = self._http.post(
+                    keep, path, params=list(params), data=body or "", headers=headers
+                )
+            else:  # pragma: no cover - the source only reads and logs in/out
+                raise ValueError(method)
+        except requests.exceptions.SSLError:
+            raise self._failed(
+                "refused the TLS handshake; check --ca (the CA that signed the agent's "
+                "certificate), --tls-server-name and the client certificate"
+            ) from None
+        except requests.exceptions.Timeout:
+            raise self._failed(
+                f"did not answer within the {self._timeout:g} s request timeout; check the "
+                "agent is up, or raise --timeout"
+            ) from None
+        except requests.exceptions.ConnectionError:
+            raise self._failed(
+                "cannot be reached; check the endpoint and that the agent runs"
+            ) from None
+        except requests.exceptions.RequestException as exc:
+            raise self._failed(f"request failed ({type(exc).__name__})") from None
+        except OSError as exc:  # a CA or key file that vanished or is not PEM
+            raise self._failed(
+                f"could not set up TLS ({type(exc).__name__}); check the --ca, --tls-cert "
+                "and --tls-key files are PEM"
+            ) from None
+        return reply
+
+    def _failed(self, what: str) -> RemoteError:
+        return RemoteError(f"{self._describe} {what}", origin=Origin.remote(self._describe))
+
+    def close(self) -> None:
+        self._http.session.close()
+
+
+def _server_name_adapter(name: str) -> Any:
+    """An HTTPS adapter that sends ``name`` as SNI and verifies the certificate against it.
+
+    The connection still goes to the endpoint's host; only the TLS identity differs, which
+    is what ``--tls-server-name`` means.
+    """
+    from requests.adapters import HTTPAdapter
+
+    class ServerNameAdapter(HTTPAdapter):
+        def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+            kwargs["server_hostname"] = name
+            kwargs["assert_hostname"] = name
+            super().init_poolmanager(*args, **kwargs)
+
+    return ServerNameAdapter()
