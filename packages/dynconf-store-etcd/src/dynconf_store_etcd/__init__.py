@@ -1,1 +1,5 @@
-"""The etcd store for dynconf (skeleton: the store lands with its issue)."""
+"""The etcd store for dynconf: one key through the v3 gRPC gateway, watched by its stream."""
+
+from dynconf_store_etcd.plugin import ETCD_STORE, EtcdStoreType
+
+__all__ = ["ETCD_STORE", "EtcdStoreType"]

@@ -1,1 +1,81 @@
-"""Hook implementations for the etcd store (none yet: the store lands with its issue)."""
+"""The etcd store type, contributed through the ``dynconf_stores`` hook.
+
+There is no ``--auth`` for etcd: the flags present are the method. ``--auth-username`` with
+the password Secret logs in to etcd's auth; ``--tls-cert``/``--tls-key`` present a client
+certificate; both together are etcd's own combination (the certificate authenticates the
+channel, the user the principal).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Final
+
+from dynconf.errors import BackendError, Origin
+from dynconf.plugins import hookimpl
+from dynconf.stores import (
+    AuthMethod,
+    StoreSpec,
+    StoreType,
+    StoreTypeBase,
+    WatchCapability,
+    format_from_key,
+    redact_url,
+)
+from dynconf_store_etcd.endpoint import parse_endpoint, spec_refusals
+
+if TYPE_CHECKING:
+    from dynconf_store_etcd.source import EtcdSource
+
+__all__ = ["ETCD_STORE", "EtcdStoreType", "dynconf_stores"]
+
+
+class EtcdStoreType(StoreTypeBase):
+    """etcd v3 through its gRPC gateway: one key, watched by the gateway's watch stream."""
+
+    name = "etcd"
+    capability = WatchCapability.PUSH
+    auth_methods: Mapping[str, AuthMethod] = {}
+    blocking = True
+    default_auth = None
+
+    def credential_hint(self) -> str:
+        return (
+            "--auth-username with the password Secret, a client certificate "
+            "(--tls-cert/--tls-key), or both"
+        )
+
+    def store_refusals(self, spec: StoreSpec) -> list[str]:
+        return spec_refusals(spec)
+
+    def describe(self, spec: StoreSpec) -> str:
+        return f"etcd {redact_url(spec.endpoint)} key {spec.key}"
+
+    def build(self, spec: StoreSpec) -> EtcdSource:
+        refusals = self.validate(spec)
+        endpoint, _problems = parse_endpoint(spec.endpoint)
+        if refusals or endpoint is None:
+            raise BackendError(
+                "; ".join(refusals) or "the etcd endpoint cannot be used",
+                origin=Origin.remote(self.describe(spec)),
+            )
+        from dynconf_store_etcd.source import EtcdSource
+
+        return EtcdSource(
+            endpoint,
+            spec.key,
+            spec.extra.get("format") or format_from_key(spec.key) or "json",
+            described=self.describe(spec),
+            username=spec.auth_username,
+            password=spec.password,
+            tls=spec.tls,
+            timeout=spec.timeout,
+        )
+
+
+ETCD_STORE: Final = EtcdStoreType()
+
+
+@hookimpl
+def dynconf_stores() -> list[StoreType]:
+    return [ETCD_STORE]

@@ -1,1 +1,5 @@
-"""The redis store for dynconf (skeleton: the store lands with its issue)."""
+"""The redis store for dynconf: one string key, watched through keyspace notifications."""
+
+from dynconf_store_redis.plugin import REDIS_STORE, RedisStoreType
+
+__all__ = ["REDIS_STORE", "RedisStoreType"]

@@ -1,1 +1,74 @@
-"""Hook implementations for the redis store (none yet: the store lands with its issue)."""
+"""The redis store type, contributed through the ``dynconf_stores`` hook.
+
+There is no ``--auth`` for redis: ``requirepass`` passwords and ACL users ride in the URL
+(``redis://user:password@host:port/db``), which is why such a URL travels as
+endpoint-secret and is redacted wherever it is shown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Final
+
+from dynconf.errors import BackendError, Origin
+from dynconf.plugins import hookimpl
+from dynconf.stores import (
+    AuthMethod,
+    StoreSpec,
+    StoreType,
+    StoreTypeBase,
+    WatchCapability,
+    format_from_key,
+)
+from dynconf_store_redis.address import parse_url, shown_url, spec_refusals
+
+if TYPE_CHECKING:
+    from dynconf_store_redis.source import RedisSource
+
+__all__ = ["REDIS_STORE", "RedisStoreType", "dynconf_stores"]
+
+
+class RedisStoreType(StoreTypeBase):
+    """Redis: one string key, watched through keyspace notifications."""
+
+    name = "redis"
+    capability = WatchCapability.PUSH
+    auth_methods: Mapping[str, AuthMethod] = {}
+    blocking = True
+    default_auth = None
+
+    def credential_hint(self) -> str:
+        return "the URL (redis://user:password@host:port/db), delivered through endpoint-secret"
+
+    def store_refusals(self, spec: StoreSpec) -> list[str]:
+        return spec_refusals(spec)
+
+    def describe(self, spec: StoreSpec) -> str:
+        return f"redis {shown_url(spec.endpoint)} key {spec.key}"
+
+    def build(self, spec: StoreSpec) -> RedisSource:
+        refusals = self.validate(spec)
+        address, _problems = parse_url(spec.endpoint)
+        if refusals or address is None:
+            raise BackendError(
+                "; ".join(refusals) or "the redis URL cannot be used",
+                origin=Origin.remote(self.describe(spec)),
+            )
+        from dynconf_store_redis.source import RedisSource
+
+        return RedisSource(
+            address,
+            spec.key,
+            spec.extra.get("format") or format_from_key(spec.key) or "json",
+            described=self.describe(spec),
+            tls=spec.tls,
+            timeout=spec.timeout,
+        )
+
+
+REDIS_STORE: Final = RedisStoreType()
+
+
+@hookimpl
+def dynconf_stores() -> list[StoreType]:
+    return [REDIS_STORE]

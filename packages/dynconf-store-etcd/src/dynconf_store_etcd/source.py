@@ -1,0 +1,480 @@
+"""The etcd source: one key read and watched through the v3 gRPC gateway (etcd3gw).
+
+Blocking, not async: etcd3gw is a ``requests`` client, so the source implements
+:class:`~dynconf.stores.RemoteSource` and the agent runs it in a worker thread. Wrapping a
+blocking client in coroutines would only hide the same thread (contract: pick the trait the
+client speaks, never wrap one in the other).
+
+Authentication is the gateway's token: ``POST /v3/auth/authenticate`` trades the user and
+password for a token sent as the ``Authorization`` header. etcd3gw has no auth of its own,
+so the token lives on the client's ``requests`` session. A token the server calls invalid
+(simple tokens expire after their TTL of idleness) is traded for a fresh one once.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, Final
+
+from dynconf.errors import AuthError, DynconfError, Origin, RemoteError
+from dynconf.stores import ABSENT, Absent, Fetched, Pace, TlsSettings, WatchCapability
+from dynconf_store_etcd.endpoint import Endpoint
+from dynconf_store_etcd.stream import STOP_SLICE, StreamEnded, StreamItem, WatchStream
+
+if TYPE_CHECKING:
+    import requests
+    from etcd3gw.client import Etcd3Client
+
+__all__ = ["DEFAULT_TIMEOUT", "EtcdSource"]
+
+log = logging.getLogger("dynconf.store.etcd")
+
+DEFAULT_TIMEOUT: Final = 10.0
+RECONNECT_BASE: Final = 0.5
+"""Reconnect backoff base in seconds: 1 s, 2 s, 4 s … after consecutive failures."""
+RECONNECT_CEILING: Final = 30.0
+STALE_TOKEN_RECOVERIES: Final = 3
+"""Consecutive expired-token recoveries of the stream before it is reported as refused."""
+
+# gRPC status codes the gateway puts in its error bodies (google.golang.org/grpc/codes).
+_INVALID_ARGUMENT: Final = 3
+_PERMISSION_DENIED: Final = 7
+_FAILED_PRECONDITION: Final = 9
+_UNAUTHENTICATED: Final = 16
+
+
+class _StaleToken(Exception):
+    """The watch was refused because the token expired; log in again and re-open."""
+
+
+class EtcdSource:
+    """Reads and watches one etcd key; ``revision`` is the key's ``mod_revision``."""
+
+    capability = WatchCapability.PUSH
+
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        key: str,
+        format_name: str,
+        *,
+        described: str,
+        username: str | None = None,
+        password: str | None = None,
+        tls: TlsSettings | None = None,
+        timeout: float | None = None,
+    ) -> None:
+        self._endpoint = endpoint
+        self._key = key
+        self._format = format_name
+        self._described = described
+        self._username = username
+        self._password = password
+        self._tls = tls or TlsSettings()
+        self._timeout = timeout or DEFAULT_TIMEOUT
+        self._client_instance: Etcd3Client | None = None
+        self._token: str | None = None
+        self._lock = threading.Lock()
+        self.on_failure: Callable[[DynconfError], None] | None = None
+        """Called with each failure the watch survives (the agent counts them)."""
+        self.on_watching: Callable[[], None] | None = None
+        """Called each time the watch stream is (re)established and primed."""
+
+    # -- protocol ---------------------------------------------------------------------
+
+    def describe(self) -> str:
+        return self._described
+
+    def fetch(self) -> Fetched | Absent:
+        answer, _revision = self._read()
+        return answer
+
+    def changes(self, interval: float, stop: Callable[[], bool]) -> Iterator[Fetched | Absent]:
+        """Follow the key's watch stream; yield each put (Fetched) and delete (ABSENT).
+
+        Each (re)connection first reads the key and opens the watch just past the read's
+        revision, so nothing between the two is lost; after a reconnection the read is
+        compared with the last answer and yielded when it moved (the resync). ``interval``
+        is not a poll period here: the agent's own resync covers a silent stream.
+        """
+        pace = Pace(interval=RECONNECT_BASE, ceiling=max(RECONNECT_CEILING, interval))
+        last: Fetched | Absent | None = None
+        recoveries = 0
+        while not stop():
+            try:
+                answer, revision = self._read()
+                if last is not None and _moved(last, answer):
+                    yield answer
+                last = answer
+                for answer in self._follow(revision + 1, stop, pace):
+                    recoveries = 0
+                    if _moved(last, answer):
+                        last = answer
+                        yield answer
+                return
+            except _StaleToken:
+                recoveries += 1
+                if recoveries > STALE_TOKEN_RECOVERIES:
+                    error = self._auth_error(
+                        "kept refusing fresh tokens for the watch; check the user's role"
+                    )
+                    self._report(error)
+                    raise error from None
+                self._invalidate_token()
+                continue
+            except AuthError as error:
+                self._report(error)
+                raise
+            except RemoteError as error:
+                self._report(error)
+                pace.failed()
+                _sleep(pace.next_wait(), stop)
+
+    def close(self) -> None:
+        with self._lock:
+            client, self._client_instance, self._token = self._client_instance, None, None
+        if client is not None:
+            client.session.close()
+
+    # -- reading ----------------------------------------------------------------------
+
+    def _read(self) -> tuple[Fetched | Absent, int]:
+        """The key's document (or ABSENT) and the store revision the read saw."""
+        body = self._call("kv/range", {"key": _b64(self._key)})
+        revision = _int(body.get("header", {}).get("revision"))
+        kvs = body.get("kvs") or []
+        if not kvs:
+            return ABSENT, revision
+        return self._document(kvs[0]), revision
+
+    def _document(self, kv: dict[str, Any]) -> Fetched:
+        try:
+            raw = base64.b64decode(kv.get("value", ""), validate=True)
+            text = raw.decode("utf-8")
+        except (binascii.Error, UnicodeDecodeError, TypeError):
+            raise self._remote_error(
+                "holds a value that is not UTF-8 text; store the document as UTF-8"
+            ) from None
+        return Fetched(text=text, format=self._format, revision=str(_int(kv.get("mod_revision"))))
+
+    def _call(self, path: str, payload: dict[str, Any]) -> dict[str, Any]:
+        """POST to the gateway; an invalid token is traded for a fresh one exactly once."""
+        try:
+            return self._post(path, payload)
+        except _GatewayError as first:
+            if first.code == _UNAUTHENTICATED and self._username:
+                self._invalidate_token()
+                try:
+                    return self._post(path, payload)
+                except _GatewayError as second:
+                    raise self._translate(second) from None
+            raise self._translate(first) from None
+
+    def _post(self, path: str, payload: dict[str, Any]) -> dict[str, Any]:
+        client = self._client()
+        self._ensure_token(client)
+        return self._send(client, path, payload)
+
+    def _send(self, client: Etcd3Client, path: str, payload: dict[str, Any]) -> dict[str, Any]:
+        import requests
+
+        try:
+            response = client.session.post(
+                client.get_url(path),
+                json=payload,
+                timeout=self._timeout,
+                verify=client.session.verify,
+            )
+        except requests.exceptions.SSLError:
+            raise self._remote_error(
+                "TLS handshake failed; check --ca, --tls-cert/--tls-key and "
+                "--tls-server-name against the server's certificate"
+            ) from None
+        except requests.exceptions.Timeout:
+            raise self._remote_error(
+                f"did not answer within {self._timeout:g} s; check the endpoint"
+            ) from None
+        except requests.exceptions.RequestException as exc:
+            raise self._remote_error(
+                f"could not be reached ({type(exc).__name__}); check the endpoint and that "
+                "etcd is running"
+            ) from None
+        body = _json(response)
+        if response.status_code != 200:
+            self._refuse_named_certificate(response)
+            raise _GatewayError(response.status_code, body)
+        return body
+
+    def _refuse_named_certificate(self, response: requests.Response) -> None:
+        """etcd's gateway refuses, in plain text, a client certificate with a CommonName
+        while auth is on (it cannot pass the name on as the user): waiting will not help."""
+        if response.status_code == 400 and b"CommonName" in response.content[:200]:
+            raise self._auth_error(
+                "refused the client certificate: with username/password auth on, the "
+                "gateway takes only certificates without a CommonName; issue one whose "
+                "identity is in the subjectAltName, or drop --auth-username"
+            )
+
+    # -- the watch ----------------------------------------------------------------------
+
+    def _follow(
+        self, start_revision: int, stop: Callable[[], bool], pace: Pace
+    ) -> Iterator[Fetched | Absent]:
+        """Yield the answers one watch stream carries, until stop; raise when it breaks."""
+        stream = self._open_stream(start_revision)
+        try:
+            while not stop():
+                item = stream.next(STOP_SLICE)
+                if item is None:
+                    continue
+                if isinstance(item, StreamEnded):
+                    if item.failure is None:
+                        raise self._remote_error("closed the watch stream")
+                    raise self._remote_error(
+                        f"broke the watch stream ({type(item.failure).__name__})"
+                    )
+                yield from self._answers(item, pace)
+        finally:
+            stream.close()
+
+    def _open_stream(self, start_revision: int) -> WatchStream:
+        import requests
+
+        client = self._client()
+        self._ensure_token(client)
+        create = {"key": _b64(self._key), "start_revision": start_revision}
+        request: dict[str, Any] = {"create_request": create}
+        try:
+            response = client.session.post(
+                client.get_url("watch"),
+                json=request,
+                stream=True,
+                timeout=(self._timeout, None),
+                verify=client.session.verify,
+            )
+        except requests.exceptions.RequestException as exc:
+            raise self._remote_error(
+                f"could not open the watch stream ({type(exc).__name__})"
+            ) from None
+        if response.status_code != 200:
+            self._refuse_named_certificate(response)
+            error = _GatewayError(response.status_code, _json(response))
+            response.close()
+            if error.code == _UNAUTHENTICATED and self._username:
+                raise _StaleToken
+            raise self._translate(error)
+        return WatchStream(response)
+
+    def _answers(self, item: StreamItem, pace: Pace) -> Iterator[Fetched | Absent]:
+        if item.error is not None:
+            code = _int(item.error.get("grpc_code", item.error.get("code")))
+            if code == _UNAUTHENTICATED and self._username:
+                raise _StaleToken
+            raise self._translate(_GatewayError(_int(item.error.get("http_code")), item.error))
+        result = item.result or {}
+        if result.get("canceled"):
+            self._cancelled(result)
+        if result.get("created"):
+            pace.succeeded()
+            if self.on_watching is not None:
+                self.on_watching()
+            return
+        for event in result.get("events") or []:
+            kv = event.get("kv") or {}
+            if event.get("type") == "DELETE":
+                yield ABSENT
+            else:
+                yield self._document(kv)
+
+    def _cancelled(self, result: dict[str, Any]) -> None:
+        """A cancelled watch: compaction resyncs, a refused token logs in, the rest refuse.
+
+        The cancel reason is the only signal etcd gives here (no status code), so this is
+        the one place that reads a server message: etcd's fixed reason strings.
+        """
+        reason = str(result.get("cancel_reason", ""))
+        if _int(result.get("compact_revision")):
+            raise self._remote_error(
+                "compacted past the watch's revision; re-reading the key and watching again"
+            )
+        stale = "invalid auth token" in reason or "revision of auth store is old" in reason
+        if stale and self._username:
+            raise _StaleToken
+        if "permission denied" in reason or "user name is empty" in reason:
+            raise self._auth_error(
+                "refused to watch the key (permission denied); grant the user's role read "
+                "access to it"
+            )
+        raise self._remote_error("cancelled the watch; it will be opened again")
+
+    # -- the client and its token -----------------------------------------------------
+
+    def _client(self) -> Etcd3Client:
+        with self._lock:
+            if self._client_instance is None:
+                self._client_instance = self._build_client()
+            return self._client_instance
+
+    def _build_client(self) -> Etcd3Client:
+        """A fresh etcd3gw client; the trust files are read by its first connection."""
+        import etcd3gw
+
+        client = etcd3gw.client(
+            host=self._endpoint.host,
+            port=self._endpoint.port,
+            protocol=self._endpoint.scheme,
+            ca_cert=self._tls.ca_file,
+            cert_cert=self._tls.cert_file,
+            cert_key=self._tls.key_file,
+            timeout=self._timeout,
+            api_path="/v3/",
+        )
+        if self._tls.skip_verify:
+            log.warning(
+                "TLS verification of the etcd server is OFF (--tls-skip-verify)",
+                extra={"event": "tls_skip_verify", "store": "etcd", "source": self._described},
+            )
+            client.session.verify = False
+        # requests lets REQUESTS_CA_BUNDLE override a session's ``verify``; every call passes
+        # it explicitly so the private CA named in the spec is the one used.
+        if self._tls.server_name:
+            client.session.mount("https://", _server_name_adapter(self._tls.server_name))
+        return client
+
+    def _ensure_token(self, client: Etcd3Client) -> None:
+        if not self._username:
+            return
+        with self._lock:
+            if self._token is not None:
+                return
+            client.session.headers.pop("Authorization", None)
+            try:
+                body = self._send(
+                    client,
+                    "auth/authenticate",
+                    {"name": self._username, "password": self._password or ""},
+                )
+            except _GatewayError as error:
+                raise self._login_error(error) from None
+            token = body.get("token")
+            if not isinstance(token, str) or not token:
+                raise self._remote_error("answered the login without a token")
+            self._token = token
+            client.session.headers["Authorization"] = token
+
+    def _invalidate_token(self) -> None:
+        with self._lock:
+            self._token = None
+            if self._client_instance is not None:
+                self._client_instance.session.headers.pop("Authorization", None)
+
+    # -- errors -------------------------------------------------------------------------
+
+    def _translate(self, error: _GatewayError) -> DynconfError:
+        if error.code in (_UNAUTHENTICATED, _PERMISSION_DENIED):
+            what = "refused the token" if error.code == _UNAUTHENTICATED else "denied access"
+            return self._auth_error(
+                f"{what} for the key; check the user's role grants read on it"
+            )
+        return self._remote_error(f"answered HTTP {error.status} (gRPC code {error.code})")
+
+    def _login_error(self, error: _GatewayError) -> DynconfError:
+        if error.code == _FAILED_PRECONDITION and "not enabled" in error.message:
+            return self._remote_error(
+                "has authentication disabled; remove --auth-username or enable auth in etcd"
+            )
+        if error.code in (_INVALID_ARGUMENT, _FAILED_PRECONDITION, _PERMISSION_DENIED):
+            return self._auth_error(
+                f"refused the login of user {self._username}; check the user and its "
+                "password Secret"
+            )
+        return self._remote_error(
+            f"failed the login with HTTP {error.status} (gRPC code {error.code})"
+        )
+
+    def _remote_error(self, what: str) -> RemoteError:
+        return RemoteError(f"etcd key {self._key} {what}", origin=Origin.remote(self._described))
+
+    def _auth_error(self, what: str) -> AuthError:
+        return AuthError(
+            f"etcd key {self._key}: etcd {what}", origin=Origin.remote(self._described)
+        )
+
+    def _report(self, error: DynconfError) -> None:
+        log.warning(
+            "etcd watch failure",
+            extra={
+                "event": "store_watch_failed",
+                "store": "etcd",
+                "source": self._described,
+                "kind": error.kind.value,
+                "reason": error.message,
+            },
+        )
+        if self.on_failure is not None:
+            self.on_failure(error)
+
+
+class _GatewayError(Exception):
+    """A non-200 gateway answer: its HTTP status, gRPC code and server message."""
+
+    def __init__(self, status: int, body: dict[str, Any]) -> None:
+        super().__init__(status)
+        self.status = status
+        self.code = _int(body.get("code", body.get("grpc_code")))
+        self.message = str(body.get("message", body.get("error", "")))
+
+
+def _server_name_adapter(server_name: str) -> requests.adapters.HTTPAdapter:
+    """An adapter that sends ``server_name`` as SNI and verifies the certificate for it."""
+    from requests.adapters import HTTPAdapter
+
+    class ServerNameAdapter(HTTPAdapter):
+        def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+            kwargs["server_hostname"] = server_name
+            kwargs["assert_hostname"] = server_name
+            super().init_poolmanager(*args, **kwargs)
+
+    return ServerNameAdapter()
+
+
+def _moved(last: Fetched | Absent, answer: Fetched | Absent) -> bool:
+    if isinstance(last, Absent) or isinstance(answer, Absent):
+        return last is not answer
+    return last.revision != answer.revision or last.text != answer.text
+
+
+def _b64(text: str) -> str:
+    return base64.b64encode(text.encode("utf-8")).decode("ascii")
+
+
+def _int(value: object) -> int:
+    """The gateway writes int64 as strings and omits zeros; anything else counts as 0."""
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.lstrip("-").isdigit():
+        return int(value)
+    return 0
+
+
+def _json(response: requests.Response) -> dict[str, Any]:
+    try:
+        body = json.loads(response.content or b"{}")
+    except ValueError:
+        return {}
+    return body if isinstance(body, dict) else {}
+
+
+def _sleep(seconds: float, stop: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + seconds
+    while not stop():
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return
+        time.sleep(min(STOP_SLICE, left))

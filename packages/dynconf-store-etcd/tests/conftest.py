@@ -1,0 +1,305 @@
+"""Helpers for the etcd store tests: a watch driver, private etcd servers, a cuttable proxy.
+
+The session servers (``etcd_server``, ``etcd_tls_server``, ``etcd_auth_server``) come from
+``tests/fixtures/servers.py``. Tests that kill a server, or need a configuration the
+session servers do not have (a 1 s token TTL, TLS and auth together), start a private etcd
+from the binaries ``scripts/testenv`` installed, so the shared servers are never disturbed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import queue
+import shutil
+import socket
+import subprocess
+import threading
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from dynconf.stores import Absent, Fetched, StoreSpec, TlsSettings
+from dynconf_store_etcd import ETCD_STORE
+from dynconf_store_etcd.source import EtcdSource
+
+CACHE = Path(os.environ.get("DYNCONF_TESTENV_CACHE", Path.home() / ".cache" / "dynconf-testenv"))
+ETCD_BIN = CACHE / "debs" / "etcd" / "usr" / "bin"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def build(endpoint: str, key: str, **fields: Any) -> EtcdSource:
+    spec = StoreSpec(source="etcd", endpoint=endpoint, key=key, **fields)
+    refusals = ETCD_STORE.validate(spec)
+    assert refusals == [], refusals
+    return ETCD_STORE.build(spec)
+
+
+class Watch:
+    """Drives ``source.changes`` on a thread; answers and the raised error land in a queue."""
+
+    def __init__(self, source: EtcdSource, interval: float = 30.0) -> None:
+        self.source = source
+        self.stop = threading.Event()
+        self.answers: queue.Queue[Fetched | Absent | BaseException] = queue.Queue()
+        self.watching = threading.Semaphore(0)
+        self.failures: list[Exception] = []
+        source.on_watching = self.watching.release
+        source.on_failure = self.failures.append
+        self.thread = threading.Thread(target=self._run, args=(interval,), daemon=True)
+
+    def _run(self, interval: float) -> None:
+        try:
+            for answer in self.source.changes(interval, self.stop.is_set):
+                self.answers.put(answer)
+        except BaseException as exc:
+            self.answers.put(exc)
+
+    def __enter__(self) -> Watch:
+        self.thread.start()
+        self.wait_watching()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join(5)
+        self.source.close()
+
+    def wait_watching(self, timeout: float = 15.0) -> None:
+        assert self.watching.acquire(timeout=timeout), "the watch was not established in time"
+
+    def next(self, timeout: float = 10.0) -> Fetched | Absent:
+        answer = self.answers.get(timeout=timeout)
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
+
+    def quiet(self, seconds: float = 0.6) -> bool:
+        try:
+            self.answers.get(timeout=seconds)
+        except queue.Empty:
+            return True
+        return False
+
+
+@dataclass
+class PrivateEtcd:
+    """A single-member etcd this test owns: it can be killed and restarted on the same port."""
+
+    data: Path
+    extra: list[str] = field(default_factory=list)
+    tls: dict[str, Path] | None = None
+    port: int = field(default_factory=free_port)
+    peer: int = field(default_factory=free_port)
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        scheme = "https" if self.tls else "http"
+        argv = [
+            str(ETCD_BIN / "etcd"), "--name", "private", "--data-dir", str(self.data),
+            "--listen-client-urls", f"{scheme}://127.0.0.1:{self.port}",
+            "--advertise-client-urls", f"{scheme}://127.0.0.1:{self.port}",
+            "--listen-peer-urls", f"http://127.0.0.1:{self.peer}",
+            "--initial-advertise-peer-urls", f"http://127.0.0.1:{self.peer}",
+            "--initial-cluster", f"private=http://127.0.0.1:{self.peer}",
+            "--heartbeat-interval", "10", "--election-timeout", "100", "--log-level", "error",
+            *self.extra,
+        ]  # fmt: skip
+        if self.tls:
+            argv += [
+                "--client-cert-auth", "--trusted-ca-file", str(self.tls["ca"]),
+                "--cert-file", str(self.tls["cert"]), "--key-file", str(self.tls["key"]),
+            ]  # fmt: skip
+        self.process = subprocess.Popen(
+            argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.ctl("endpoint", "health", check=False).returncode == 0:
+                return
+            time.sleep(0.1)
+        raise RuntimeError("the private etcd did not become healthy")
+
+    def kill(self) -> None:
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait(10)
+            self.process = None
+
+    def ctl(self, *args: str, check: bool = True, user: str | None = None) -> Any:
+        argv = [str(ETCD_BIN / "etcdctl"), f"--endpoints={self.url}", "--dial-timeout=1s"]
+        if self.tls:
+            argv += [f"--cacert={self.tls['ca']}", f"--cert={self.tls['client_cert']}",
+                     f"--key={self.tls['client_key']}"]  # fmt: skip
+        if user:
+            argv.append(f"--user={user}")
+        return subprocess.run([*argv, *args], capture_output=True, check=check, timeout=20)
+
+    def enable_auth(self, root_password: str) -> None:
+        self.ctl("user", "add", f"root:{root_password}")
+        self.ctl("user", "grant-role", "root", "root", check=False)
+        self.ctl("auth", "enable")
+
+
+@pytest.fixture
+def private_etcd(tmp_path: Path) -> Iterator[Callable[..., PrivateEtcd]]:
+    """A factory of private etcd servers, all killed at the end of the test."""
+    if not (ETCD_BIN / "etcd").exists():
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail("etcd is not installed; run scripts/testenv install etcd")
+        pytest.skip("etcd is not installed; run scripts/testenv install etcd")
+    started: list[PrivateEtcd] = []
+
+    def start(**options: Any) -> PrivateEtcd:
+        server = PrivateEtcd(data=tmp_path / f"etcd{len(started)}", **options)
+        started.append(server)
+        server.start()
+        return server
+
+    yield start
+    for server in started:
+        server.kill()
+    shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+class Proxy:
+    """A loopback TCP proxy that can cut every connection and refuse new ones, then resume.
+
+    The fault a single real server cannot produce on its own: the server stays up (so a
+    change can be written while the watcher cannot reach it) while the watcher's path to it
+    is gone.
+    """
+
+    def __init__(self, upstream_port: int) -> None:
+        self.upstream = upstream_port
+        self.port = free_port()
+        self._listener: socket.socket | None = None
+        self._conns: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self.resume()
+
+    def resume(self) -> None:
+        listener = socket.socket()
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", self.port))
+        listener.listen(16)
+        self._listener = listener
+        threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
+
+    def _accept(self, listener: socket.socket) -> None:
+        while True:
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                return
+            try:
+                upstream = socket.create_connection(("127.0.0.1", self.upstream), timeout=5)
+            except OSError:
+                client.close()
+                continue
+            upstream.settimeout(None)
+            with self._lock:
+                self._conns += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for sock in (source, sink):
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+
+    def cut(self) -> None:
+        if self._listener is not None:
+            with contextlib.suppress(OSError):  # shutdown wakes the blocked accept()
+                self._listener.shutdown(socket.SHUT_RDWR)
+            self._listener.close()
+            self._listener = None
+        with self._lock:
+            conns, self._conns = self._conns, []
+        for sock in conns:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
+
+
+@pytest.fixture
+def proxy() -> Iterator[Callable[[int], Proxy]]:
+    made: list[Proxy] = []
+
+    def make(upstream_port: int) -> Proxy:
+        made.append(Proxy(upstream_port))
+        return made[-1]
+
+    yield make
+    for item in made:
+        item.cut()
+
+
+def put(
+    url: str, key: str, value: str | bytes, token: str | None = None, context: Any = None
+) -> int:
+    """Write through the gateway directly; returns the new store revision."""
+    import base64
+
+    raw = value.encode() if isinstance(value, str) else value
+    body = {"key": base64.b64encode(key.encode()).decode(),
+            "value": base64.b64encode(raw).decode()}  # fmt: skip
+    return int(_post(url, "kv/put", body, token, context)["header"]["revision"])
+
+
+def delete(url: str, key: str, token: str | None = None) -> None:
+    import base64
+
+    _post(url, "kv/deleterange", {"key": base64.b64encode(key.encode()).decode()}, token)
+
+
+def _post(
+    url: str, path: str, body: dict[str, Any], token: str | None = None, context: Any = None
+) -> dict[str, Any]:
+    request = urllib.request.Request(f"{url}/v3/{path}", data=json.dumps(body).encode(),
+                                     method="POST")  # fmt: skip
+    if token:
+        request.add_header("Authorization", token)
+    with urllib.request.urlopen(request, timeout=10, context=context) as resp:
+        result: dict[str, Any] = json.load(resp)
+        return result
+
+
+def tls_context(ca: Path, cert: Path, key: Path) -> Any:
+    import ssl
+
+    context = ssl.create_default_context(cafile=str(ca))
+    context.load_cert_chain(str(cert), str(key))
+    return context
+
+
+@pytest.fixture
+def kit() -> SimpleNamespace:
+    """The helpers above, for test modules (importlib mode cannot import a conftest)."""
+    return SimpleNamespace(
+        build=build, Watch=Watch, put=put, delete=delete, post=_post, free_port=free_port, tls_context=tls_context,
+        TlsSettings=TlsSettings,
+    )  # fmt: skip

@@ -1,0 +1,349 @@
+"""The Redis source: one string key, read with GET, watched through keyspace notifications.
+
+Blocking (redis-py's synchronous client); the agent runs it in a worker thread. The watch
+subscribes to ``__keyspace@<db>__:<key>`` on a dedicated connection and re-reads the key on
+every notification, so a delete or an expiry answers ABSENT and a write its new text.
+
+Redis counts no revision for a key, so ``Fetched.revision`` is ``None``: inventing a marker
+(a hash, a local counter) would make dashboards compare numbers that mean nothing across
+pods. Consecutive identical answers are not yielded (a rewrite of the same bytes, or an
+``EXPIRE`` that leaves the value, is not a change).
+
+redis-py's own retries are turned off: a retry that reconnects and resubscribes in silence
+would lose the changes made while the connection was down. The watch reconnects itself,
+with :class:`~dynconf.stores.Pace` backoff, reports each failure, and resyncs after every
+reconnection by reading the key and yielding it when it moved.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, Final
+
+from dynconf.errors import AuthError, DynconfError, Origin, RemoteError
+from dynconf.stores import ABSENT, Absent, Fetched, Pace, TlsSettings, WatchCapability
+from dynconf_store_redis.address import RedisAddress
+
+if TYPE_CHECKING:
+    import redis
+    from redis.client import PubSub
+
+__all__ = ["DEFAULT_TIMEOUT", "NotificationsDisabledError", "RedisSource"]
+
+log = logging.getLogger("dynconf.store.redis")
+
+DEFAULT_TIMEOUT: Final = 10.0
+STOP_SLICE: Final = 0.25
+"""How long one wait for a notification lasts before the stop flag is checked, in seconds."""
+RECONNECT_BASE: Final = 0.5
+RECONNECT_CEILING: Final = 30.0
+
+
+class NotificationsDisabledError(RemoteError):
+    """The server publishes no keyspace notifications for string writes and deletes."""
+
+
+class RedisSource:
+    """Reads and watches one Redis string key holding a whole document."""
+
+    capability = WatchCapability.PUSH
+
+    def __init__(
+        self,
+        address: RedisAddress,
+        key: str,
+        format_name: str,
+        *,
+        described: str,
+        tls: TlsSettings | None = None,
+        timeout: float | None = None,
+    ) -> None:
+        self._address = address
+        self._key = key
+        self._format = format_name
+        self._described = described
+        self._tls = tls or TlsSettings()
+        self._timeout = timeout or DEFAULT_TIMEOUT
+        self._client_instance: redis.Redis | None = None
+        self._lock = threading.Lock()
+        self.on_failure: Callable[[DynconfError], None] | None = None
+        """Called with each failure the watch survives (the agent counts them)."""
+        self.on_watching: Callable[[], None] | None = None
+        """Called each time the subscription is (re)established and primed."""
+
+    @property
+    def channel(self) -> str:
+        """The keyspace channel the watch subscribes to."""
+        return f"__keyspace@{self._address.db}__:{self._key}"
+
+    # -- protocol ---------------------------------------------------------------------
+
+    def describe(self) -> str:
+        return self._described
+
+    def fetch(self) -> Fetched | Absent:
+        try:
+            value = self._client().get(self._key)
+        except Exception as exc:
+            self._drop_client()
+            raise self._translate(exc) from None
+        if value is None:
+            return ABSENT
+        if not isinstance(value, bytes):
+            raise self._remote_error("answered GET with something other than a string")
+        try:
+            text = value.decode("utf-8")
+        except UnicodeDecodeError:
+            raise self._remote_error(
+                "holds a value that is not UTF-8 text; store the document as UTF-8"
+            ) from None
+        return Fetched(text=text, format=self._format)
+
+    def changes(self, interval: float, stop: Callable[[], bool]) -> Iterator[Fetched | Absent]:
+        """Yield the key's document after each keyspace notification (ABSENT once gone).
+
+        The first read primes and yields nothing. A dropped subscription is reported and
+        re-opened with backoff; after it is back the key is read again and yielded when it
+        moved, so a change made while the server was away is not lost. Notifications turned
+        off on the server raise :class:`NotificationsDisabledError` (the fix is on the
+        server; the agent's resync keeps the document fresh meanwhile).
+        """
+        pace = Pace(interval=RECONNECT_BASE, ceiling=max(RECONNECT_CEILING, interval))
+        last: Fetched | Absent | None = None
+        while not stop():
+            subscription: PubSub | None = None
+            try:
+                subscription = self._subscribe()
+                answer = self.fetch()
+                pace.succeeded()
+                if last is not None and _moved(last, answer):
+                    yield answer
+                last = answer
+                if self.on_watching is not None:
+                    self.on_watching()
+                while not stop():
+                    if not self._notified(subscription):
+                        continue
+                    answer = self.fetch()
+                    if _moved(last, answer):
+                        last = answer
+                        yield answer
+                return
+            except (AuthError, NotificationsDisabledError) as error:
+                self._report(error)
+                raise
+            except RemoteError as error:
+                self._report(error)
+                pace.failed()
+                _sleep(pace.next_wait(), stop)
+            finally:
+                if subscription is not None:
+                    _close_quietly(subscription)
+
+    def close(self) -> None:
+        self._drop_client()
+
+    # -- the subscription ---------------------------------------------------------------
+
+    def _subscribe(self) -> PubSub:
+        """A confirmed subscription to the key's channel, on a connection of its own."""
+        client = self._client()
+        self._check_notifications(client)
+        subscription: PubSub = client.pubsub()  # type: ignore[no-untyped-call, unused-ignore]
+        try:
+            subscription.subscribe(self.channel)  # type: ignore[no-untyped-call, unused-ignore]
+            deadline = time.monotonic() + self._timeout
+            while time.monotonic() < deadline:
+                message = subscription.get_message(timeout=STOP_SLICE)
+                if message is not None and message.get("type") == "subscribe":
+                    break
+            else:
+                _close_quietly(subscription)
+                raise self._remote_error(
+                    f"did not confirm the subscription within {self._timeout:g} s"
+                )
+        except Exception as exc:
+            _close_quietly(subscription)
+            self._drop_client()
+            raise self._translate(exc, subscribing=True) from None
+        return subscription
+
+    def _notified(self, subscription: PubSub) -> bool:
+        """Wait one slice for a notification; raise when the subscription is dead."""
+        try:
+            message = subscription.get_message(timeout=STOP_SLICE)
+        except Exception as exc:
+            self._drop_client()
+            error = self._translate(exc)
+            if isinstance(error, AuthError):
+                raise error from None
+            raise self._remote_error(
+                f"lost its subscription ({type(exc).__name__}); re-subscribing"
+            ) from None
+        return message is not None and message.get("type") == "message"
+
+    def _check_notifications(self, client: redis.Redis) -> None:
+        """Refuse to watch silently when the server publishes nothing for the key.
+
+        Needs ``CONFIG GET``; when the server or the ACL user forbids it, the check is
+        skipped with a warning and the subscription is trusted (the resync still runs).
+        """
+        import redis as redis_module
+
+        try:
+            answer: Any = client.config_get("notify-keyspace-events")
+        except (redis_module.exceptions.ResponseError, redis_module.exceptions.AuthorizationError):
+            log.warning(
+                "keyspace notifications could not be checked: CONFIG GET is not allowed; "
+                "make sure notify-keyspace-events includes K$g",
+                extra={
+                    "event": "redis_notifications_unverified",
+                    "store": "redis",
+                    "source": self._described,
+                },
+            )
+            return
+        except Exception as exc:
+            self._drop_client()
+            raise self._translate(exc) from None
+        flags = str(answer.get("notify-keyspace-events", "")) if isinstance(answer, dict) else ""
+        every = "A" in flags
+        if "K" in flags and (every or "$" in flags) and (every or "g" in flags):
+            return
+        raise NotificationsDisabledError(
+            f"redis key {self._key} cannot be watched: the server has keyspace notifications "
+            f"off (notify-keyspace-events is {flags!r}); run CONFIG SET notify-keyspace-events "
+            "K$gx (or KEA) and put it in redis.conf so a restart keeps it",
+            origin=Origin.remote(self._described),
+        )
+
+    # -- the client ---------------------------------------------------------------------
+
+    def _client(self) -> redis.Redis:
+        with self._lock:
+            if self._client_instance is None:
+                self._client_instance = self._build_client()
+            return self._client_instance
+
+    def _build_client(self) -> redis.Redis:
+        """A fresh client; the trust files are read by each new connection's handshake."""
+        import redis as redis_module
+        from redis.backoff import NoBackoff
+        from redis.retry import Retry
+
+        address = self._address
+        options: dict[str, Any] = {}
+        if address.tls:
+            options = {
+                "ssl": True,
+                "ssl_cert_reqs": "required",
+                "ssl_check_hostname": True,
+                "ssl_ca_certs": self._tls.ca_file,
+                "ssl_certfile": self._tls.cert_file,
+                "ssl_keyfile": self._tls.key_file,
+            }
+        password = address.password
+        if address.username and password is None:
+            password = ""  # a lone name is an ACL user without a password (nopass)
+        return redis_module.Redis(
+            host=address.host,
+            port=address.port,
+            db=address.db,
+            username=address.username,
+            password=password,
+            socket_timeout=self._timeout,
+            socket_connect_timeout=self._timeout,
+            retry=Retry(NoBackoff(), 0),
+            health_check_interval=0,
+            **options,
+        )
+
+    def _drop_client(self) -> None:
+        """Forget the client so the next call connects afresh (and re-reads trust files)."""
+        with self._lock:
+            client, self._client_instance = self._client_instance, None
+        if client is not None:
+            _close_quietly(client)
+
+    # -- errors -------------------------------------------------------------------------
+
+    def _translate(self, exc: BaseException, *, subscribing: bool = False) -> DynconfError:
+        """Decide on redis-py's typed exceptions (they carry the server's error codes)."""
+        import redis as redis_module
+
+        errors = redis_module.exceptions
+        if isinstance(exc, DynconfError):
+            return exc
+        if isinstance(exc, errors.NoPermissionError):
+            if subscribing:
+                return self._auth_error(
+                    f"may not subscribe to {self.channel}; grant the ACL user +subscribe "
+                    f"and &{self.channel} (or &__keyspace@{self._address.db}__:*)"
+                )
+            return self._auth_error(f"may not read the key; grant the ACL user ~{self._key}")
+        if isinstance(exc, (errors.AuthenticationError, errors.AuthorizationError)):
+            return self._auth_error(
+                "refused the URL's credentials; check the user and password in the URL"
+            )
+        if isinstance(exc, errors.TimeoutError):
+            return self._remote_error(f"did not answer within {self._timeout:g} s")
+        if isinstance(exc, errors.ConnectionError):
+            return self._remote_error(
+                f"could not be reached ({self._scrub(str(exc))}); check the URL, --ca and "
+                "--tls-cert/--tls-key"
+            )
+        if isinstance(exc, errors.ResponseError):
+            code = str(exc).split(" ", 1)[0] if str(exc) else "ERR"
+            return self._remote_error(f"answered with the error code {code}")
+        return self._remote_error(f"failed ({type(exc).__name__})")
+
+    def _scrub(self, text: str) -> str:
+        """Library text with the password removed, in case a message ever echoes it."""
+        secret = self._address.password
+        return text.replace(secret, "…") if secret else text
+
+    def _remote_error(self, what: str) -> RemoteError:
+        return RemoteError(f"redis key {self._key} {what}", origin=Origin.remote(self._described))
+
+    def _auth_error(self, what: str) -> AuthError:
+        return AuthError(
+            f"redis key {self._key}: redis {what}", origin=Origin.remote(self._described)
+        )
+
+    def _report(self, error: DynconfError) -> None:
+        log.warning(
+            "redis watch failure",
+            extra={
+                "event": "store_watch_failed",
+                "store": "redis",
+                "source": self._described,
+                "kind": error.kind.value,
+                "reason": error.message,
+            },
+        )
+        if self.on_failure is not None:
+            self.on_failure(error)
+
+
+def _moved(last: Fetched | Absent, answer: Fetched | Absent) -> bool:
+    if isinstance(last, Absent) or isinstance(answer, Absent):
+        return last is not answer
+    return last.text != answer.text
+
+
+def _close_quietly(closable: Any) -> None:
+    with contextlib.suppress(Exception):  # a dead connection may refuse to close
+        closable.close()
+
+
+def _sleep(seconds: float, stop: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + seconds
+    while not stop():
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return
+        time.sleep(min(STOP_SLICE, left))
