@@ -9,6 +9,12 @@ one place), a ``describe`` that never carries a credential, and a ``build`` that
 A fetch answers :class:`Fetched` (text, format, the store's revision when it counts one,
 lease details when it hands out leases) or :data:`ABSENT` when the document is gone: a
 deleted key is a state the agent's ``--on-delete`` policy acts on, not an error.
+
+Watch health is reported through two optional attributes a source may expose, which the
+agent sets before iterating ``changes``: ``on_failure(error)`` for every failure the watch
+survives by retrying (it feeds ``watch_reconnects_total`` and the failure streak), and
+``on_watching()`` each time the stream is (re)established (``watch_connected`` = 1). Use
+:func:`report_failure` / :func:`report_watching` to call them when set.
 """
 
 from __future__ import annotations
@@ -41,6 +47,8 @@ __all__ = [
     "is_async_source",
     "redact_url",
     "redact_url_list",
+    "report_failure",
+    "report_watching",
 ]
 
 
@@ -365,6 +373,20 @@ class Pace:
     def next_wait(self) -> float:
         base = self.base()
         return max(0.0, base * (1 + self._random.uniform(-self.spread, self.spread)))
+
+
+def report_failure(source: object, error: BaseException) -> None:
+    """Call the source's ``on_failure`` hook, if the caller set one."""
+    hook = getattr(source, "on_failure", None)
+    if callable(hook):
+        hook(error)
+
+
+def report_watching(source: object) -> None:
+    """Call the source's ``on_watching`` hook, if the caller set one."""
+    hook = getattr(source, "on_watching", None)
+    if callable(hook):
+        hook()
 
 
 def is_async_source(source: RemoteSource | AsyncRemoteSource) -> bool:
