@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from dynconf.document import same_value
 from dynconf.errors import DynconfError
 from dynconf.plugins import Registry, default_registry

@@ -7,10 +7,11 @@ import threading
 from pathlib import Path
 
 import pytest
+from pydantic import BaseModel, SecretStr
+
 from dynconf.config import DynamicConfig, ReloadReason, changed_paths
 from dynconf.errors import InvalidError, NotInitialisedError, ParseError
 from dynconf.models import Values
-from pydantic import BaseModel, SecretStr
 
 
 class Db(BaseModel):

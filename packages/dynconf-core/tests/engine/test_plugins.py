@@ -6,6 +6,7 @@ import dataclasses
 from pathlib import Path
 
 import pytest
+
 from dynconf.errors import BackendError
 from dynconf.plugins import LockEntry, PluginLock, discover, load_locked, lock_from
 

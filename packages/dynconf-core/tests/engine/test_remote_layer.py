@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from dynconf.config import DynamicConfig
 from dynconf.file_store import FILE_STORE
 from dynconf.stores import StoreSpec

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from dynconf.formats._flat import WHITESPACE
 from hypothesis import strategies as st
+
+from dynconf.formats._flat import WHITESPACE
 
 I64_MIN = -(2**63)
 I64_MAX = 2**63 - 1

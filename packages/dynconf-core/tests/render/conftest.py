@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+
 from dynconf.formats import BUILTIN_FORMATS
 from dynconf.plugins import Registry, reset_default_registry, use_registry
 from dynconf.template import BUILTIN_FILTERS

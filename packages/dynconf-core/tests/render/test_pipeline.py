@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
 from dynconf.errors import BackendError, InvalidError, MissingError
 from dynconf.pipeline import RenderRequest, prepare, publish, publish_empty, render_once
 from dynconf.publish import history_dir, meta_path

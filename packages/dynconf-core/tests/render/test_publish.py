@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from dynconf import publish as publish_module
 from dynconf.errors import BackendError, IoError
 from dynconf.publish import (

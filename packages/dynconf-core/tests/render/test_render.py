@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from dynconf.errors import BackendError, InvalidError, MissingError, TypeMismatchError
 from dynconf.render import (
     OutputSpec,

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from dynconf.errors import InvalidError, IoError, Origin, ParseError
 from dynconf.schema import check_schema, load_schema
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 import yaml
+
 from dynconf.errors import InvalidError, Origin
 from dynconf.render import OutputSpec, TemplateSource, render_output
 from dynconf.template import REQUIRED_MESSAGE, render_template

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import pytest
+
 from dynconf.plugins import Registry, default_registry
 
 

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from dynconf.errors import InvalidError, MissingError, ParseError, TypeMismatchError
 from dynconf.spec import SPEC_FIELDS, load_spec, load_spec_file, render_resolved_json
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from dynconf.text import MAX_DEPTH, type_text
 
 

@@ -37,6 +37,7 @@ NEST = "__"
 _EXPORT = re.compile(r"export[ \t]+")
 _SEGMENT = re.compile(r"[a-z0-9]+(?:_[a-z0-9]+)*")
 _LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+_SHORT_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t", "\b": "\\b", "\f": "\\f"}
 _U64_MAX = 2**64 - 1
 _I64_MIN = -(2**63)
 
@@ -83,6 +84,8 @@ def _grammar_string(text: str) -> str:
     for char in text:
         if char in '"\\':
             out.append("\\" + char)
+        elif char in _SHORT_ESCAPES:
+            out.append(_SHORT_ESCAPES[char])
         elif ord(char) < 0x20 or 0x7F <= ord(char) < 0xA0:
             out.append(f"\\u{ord(char):04x}")
         else:

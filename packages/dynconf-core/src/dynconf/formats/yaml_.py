@@ -174,6 +174,17 @@ class _Copier:
         )
 
 
+def _too_deep(origin: Origin) -> ParseError:
+    return ParseError("YAML parse error: the document nests too deeply; flatten it", origin=origin)
+
+
+def _yaml_reason(exc: yaml.MarkedYAMLError) -> str:
+    parts = [exc.problem or ""]
+    if exc.context and not exc.context.startswith("while"):
+        parts.insert(0, exc.context)
+    return safe_reason(", ".join(part for part in parts if part))
+
+
 def parse(text: str, origin: Origin) -> Document:
     """Read one YAML document whose top level is a mapping (or empty)."""
     if is_blank(text):
@@ -183,19 +194,17 @@ def parse(text: str, origin: Origin) -> Document:
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise ParseError(
-            f"YAML parse error{where}: {safe_reason(exc.problem or exc.context or '')}",
-            origin=origin,
-        ) from None
+        raise ParseError(f"YAML parse error{where}: {_yaml_reason(exc)}", origin=origin) from None
     except yaml.YAMLError as exc:
         raise ParseError(f"YAML parse error: {safe_reason(str(exc))}", origin=origin) from None
     except RecursionError:
-        raise ParseError(
-            "YAML parse error: the document nests too deeply; flatten it", origin=origin
-        ) from None
+        raise _too_deep(origin) from None
     if not isinstance(raw, dict):
         return require_table(raw, "YAML", origin)
-    document: Document = _Copier(origin).copy(raw, "")
+    try:
+        document: Document = _Copier(origin).copy(raw, "")
+    except RecursionError:
+        raise _too_deep(origin) from None
     return document
 
 
