@@ -24,16 +24,7 @@ CASE_DIRS = sorted(path for path in CASES.iterdir() if path.is_dir())
 
 
 def _registry() -> Registry:
-    try:
-        return default_registry()
-    except ImportError:
-        # The built-in format set is still being assembled; read the two formats cases use.
-        from dynconf.formats.json_ import JSON
-        from dynconf.formats.toml_ import TOML
-
-        return Registry(
-            formats={"toml": TOML, "json": JSON}, extensions={"toml": "toml", "json": "json"}
-        )
+    return default_registry()
 
 
 def test_the_suite_has_cases() -> None:
