@@ -1,1 +1,182 @@
-"""Hook implementations for the vault store (none yet: the store lands with its issue)."""
+"""Hook implementations: the ``vault`` store type (auth table, refusals, build).
+
+Discovery imports this module and nothing heavier: hvac and requests are imported by
+:meth:`VaultStoreType.build`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Final
+from urllib.parse import urlsplit
+
+from dynconf.plugins import hookimpl
+from dynconf.stores import AuthMethod, StoreSpec, StoreType, StoreTypeBase, WatchCapability
+
+if TYPE_CHECKING:
+    from dynconf_store_vault.source import VaultSource
+
+__all__ = ["AUTH_METHODS", "VAULT_STORE", "VaultStoreType", "dynconf_stores"]
+
+AUTH_METHODS: Final[Mapping[str, AuthMethod]] = {
+    "token": AuthMethod("token", ("token",), "a Vault token from the token slot"),
+    "kubernetes": AuthMethod(
+        "kubernetes",
+        ("auth_role",),
+        "the pod's service-account JWT (re-read at every login) traded for a role's token",
+    ),
+    "approle": AuthMethod(
+        "approle", ("auth_role", "password"), "role id in --auth-role, secret id as password"
+    ),
+    "jwt": AuthMethod(
+        "jwt", (), "a JWT from the token slot or --auth-token-path, optional --auth-role"
+    ),
+    "userpass": AuthMethod("userpass", ("auth_username", "password"), "username + password"),
+    "ldap": AuthMethod("ldap", ("auth_username", "password"), "directory username + password"),
+    "cert": AuthMethod("cert", ("tls.cert_file",), "the TLS client certificate itself"),
+}
+
+# Which optional inputs each method reads; any other one set is refused, never ignored.
+_USES: Final = {
+    "token": frozenset(),
+    "kubernetes": frozenset({"auth_mount", "auth_role", "auth_token_path"}),
+    "approle": frozenset({"auth_mount", "auth_role"}),
+    "jwt": frozenset({"auth_mount", "auth_role", "auth_token_path"}),
+    "userpass": frozenset({"auth_mount", "auth_username"}),
+    "ldap": frozenset({"auth_mount", "auth_username"}),
+    "cert": frozenset({"auth_mount", "auth_role"}),
+}
+_FLAG: Final = {
+    "auth_mount": "--auth-mount",
+    "auth_role": "--auth-role",
+    "auth_username": "--auth-username",
+    "auth_token_path": "--auth-token-path",
+}
+
+
+class VaultStoreType(StoreTypeBase):
+    """Vault (and OpenBao): KV v2 by metadata version, or a dynamic engine with leases."""
+
+    name = "vault"
+    capability = WatchCapability.CONDITIONAL
+    auth_methods = AUTH_METHODS
+    blocking = True
+    default_auth = "token"
+
+    def store_refusals(self, spec: StoreSpec) -> list[str]:
+        refusals = _endpoint_refusals(spec)
+        refusals.extend(_key_refusals(spec))
+        method = spec.auth or "token"
+        if method in _USES:
+            for name, flag in _FLAG.items():
+                if getattr(spec, name) and name not in _USES[method]:
+                    refusals.append(
+                        f"{flag} means nothing to vault auth {method}; remove it or choose "
+                        "the auth method it belongs to"
+                    )
+        if method == "jwt" and not (spec.token or spec.auth_token_path):
+            refusals.append(
+                "vault auth jwt needs the JWT: a token (DYNAMIC_CONFIG_AGENT_TOKEN) or "
+                "--auth-token-path naming the file that holds it"
+            )
+        if spec.auth_username and "/" in spec.auth_username:
+            refusals.append("--auth-username cannot contain `/`; name the user alone")
+        if spec.timeout is not None and spec.timeout <= 0:
+            refusals.append("--timeout must be a positive number of seconds")
+        return refusals
+
+    def describe(self, spec: StoreSpec) -> str:
+        from dynconf_store_vault.source import describe_spec
+
+        return describe_spec(spec)
+
+    def build(self, spec: StoreSpec) -> VaultSource:
+        refusals = self.validate(spec)
+        if refusals:
+            from dynconf.errors import BackendError
+
+            raise BackendError("; ".join(refusals))
+        from dynconf_store_vault.source import VaultSource
+
+        return VaultSource(spec)
+
+
+def _endpoint_refusals(spec: StoreSpec) -> list[str]:
+    endpoint = spec.endpoint.strip()
+    if not endpoint:
+        return ["vault needs --endpoint: the server's address, e.g. https://vault.vault.svc:8200"]
+    scheme, _, rest = endpoint.partition("://")
+    if scheme not in ("http", "https") or not rest:
+        return [
+            "the vault endpoint must be an http:// or https:// address, e.g. "
+            "https://vault.vault.svc:8200"
+        ]
+    refusals: list[str] = []
+    authority = rest.split("/", 1)[0]
+    if "@" in authority:
+        refusals.append(
+            "the vault endpoint carries credentials; remove them from the address and pass "
+            "the token or password through their Secrets"
+        )
+    else:
+        try:
+            urlsplit(endpoint).port  # noqa: B018 - raises on a malformed port
+        except ValueError:
+            refusals.append("the vault endpoint's port is not a number; fix the address")
+    if scheme == "http":
+        tls = spec.tls
+        named = [
+            flag
+            for flag, present in (
+                ("--ca", tls.ca_file),
+                ("--tls-cert", tls.cert_file),
+                ("--tls-key", tls.key_file),
+                ("--tls-server-name", tls.server_name),
+                ("--tls-skip-verify", tls.skip_verify),
+            )
+            if present
+        ]
+        if named:
+            refusals.append(
+                f"{', '.join(named)} cannot apply to a plain http:// vault endpoint; use "
+                "https:// or remove them"
+            )
+        if (spec.auth or "token") == "cert":
+            refusals.append(
+                "vault auth cert authenticates the TLS handshake, so it needs an https:// endpoint"
+            )
+    return refusals
+
+
+def _key_refusals(spec: StoreSpec) -> list[str]:
+    key = spec.key.strip()
+    bare, question, _query = key.partition("?")
+    mount, _, path = bare.strip("/").partition("/")
+    refusals: list[str] = []
+    if "," in bare:
+        refusals.append("vault reads one path per source; use a named render for a second path")
+    if not mount or not path.strip("/"):
+        if spec.dynamic:
+            refusals.append(
+                "the dynamic vault key must be an engine path such as database/creds/<role> "
+                "or pki/issue/<role>"
+            )
+        else:
+            refusals.append(
+                "the vault key must be <mount>/<path>, e.g. secret/myapp for the myapp secret "
+                "on the secret KV mount"
+            )
+    if question and not spec.dynamic:
+        refusals.append(
+            "`?` parameters in the vault key are only for dynamic engines (--dynamic); "
+            "remove them from a KV key"
+        )
+    return refusals
+
+
+VAULT_STORE: Final = VaultStoreType()
+
+
+@hookimpl
+def dynconf_stores() -> Iterable[StoreType]:
+    return [VAULT_STORE]
