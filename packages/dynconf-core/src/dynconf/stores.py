@@ -425,6 +425,7 @@ _NEED_SPELLING: Final = {
     "password": "a password (DYNAMIC_CONFIG_AGENT_PASSWORD)",
     "tls.cert_file": "--tls-cert and --tls-key",
     "ssh_key": "--ssh-key",
+    "api_url": "--api-url",
 }
 
 

@@ -1,0 +1,401 @@
+"""Shared machinery for ``scripts/testenv``: paths, ports, processes, readiness waits, apt.
+
+Standard library only: the script runs before any virtual environment exists (on a fresh CI
+machine it is what prepares the servers the suite needs).  Every server binds 127.0.0.1 only.
+
+Layout under ``Context.run`` (one per checkout, ``<repo>/.testenv`` unless overridden):
+
+- ``pids/<proc>.pid``   one file per spawned process (its pid is also its process group id)
+- ``logs/<proc>.log``   stdout and stderr of that process
+- ``groups/<server>``   the process names a server started, so ``stop NAME`` stops only those
+- ``published/<server>.env`` the values a server published (``start`` re-prints them when the
+  server is already up)
+- ``env``               every published ``KEY=VALUE`` line, for pytest fixtures and ``.ci/run``
+- ``data/<server>/``    data directories, certificates, passwords
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+"""The checkout this script belongs to (``scripts/testenv_lib/common.py`` -> repo root)."""
+
+DEBIAN_KEYRING = Path("/usr/share/keyrings/debian-archive-keyring.gpg")
+DEBIAN_SUITES = ("bookworm", "bookworm-security", "bullseye", "trixie")
+
+
+class TestenvError(RuntimeError):
+    """A server could not be installed or started; the message says what and where to look."""
+
+
+def _default_cache() -> Path:
+    env = os.environ.get("DYNCONF_TESTENV_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "dynconf-testenv"
+
+
+def _default_run() -> Path:
+    env = os.environ.get("DYNCONF_TESTENV_RUN")
+    return Path(env) if env else REPO / ".testenv"
+
+
+def _http_ok(status: int, body: bytes) -> bool:
+    return 200 <= status < 300
+
+
+def log(message: str) -> None:
+    """Progress goes to stderr so stdout carries only the ``KEY=VALUE`` lines."""
+    print(f"testenv: {message}", file=sys.stderr, flush=True)
+
+
+def process_alive(pid: int) -> bool:
+    """True while ``pid`` runs and is not a zombie.
+
+    PID 1 on these machines reaps orphans about two seconds late, so ``kill -0`` keeps succeeding
+    on a dead server; the state letter in ``/proc/PID/stat`` tells a zombie apart.
+    """
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return False
+    # the command name is in parentheses and may contain spaces: the state follows the last ')'
+    state = stat.rpartition(")")[2].split()
+    return bool(state) and state[0] not in ("Z", "X")
+
+
+@dataclass
+class Context:
+    """Where things live and the operations every installer and server starter needs."""
+
+    cache: Path = field(default_factory=_default_cache)
+    run: Path = field(default_factory=_default_run)
+    repo: Path = REPO
+    shared: Path = field(default_factory=lambda: REPO.parent / "shared")
+    current_server: str | None = None
+    """Set by the dispatcher while a server starter runs, so ``spawn`` can group its processes."""
+    _handed_out: set[int] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.cache = self.cache.expanduser().resolve()
+        self.run = self.run.expanduser().resolve()
+        for sub in ("pids", "logs", "groups", "published", "data"):
+            (self.run / sub).mkdir(parents=True, exist_ok=True)
+        self.cache.mkdir(parents=True, exist_ok=True)
+
+    # ------------------------------------------------------------------ install markers
+    def installed(self, component: str, version: str) -> bool:
+        """True if ``component`` at ``version`` was installed into the cache before."""
+        marker = self.cache / "markers" / component
+        return marker.is_file() and marker.read_text().strip() == version
+
+    def mark_installed(self, component: str, version: str) -> None:
+        """Record a finished install, written last so an interrupted install is redone."""
+        (self.cache / "markers").mkdir(parents=True, exist_ok=True)
+        (self.cache / "markers" / component).write_text(version + "\n")
+
+    def data_dir(self, name: str, *, fresh: bool = False) -> Path:
+        """A per-run directory for one server's data, certificates and passwords."""
+        path = self.run / "data" / name
+        if fresh and path.exists():
+            shutil.rmtree(path)
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    # ------------------------------------------------------------------ ports
+    def free_ports(self, n: int = 1) -> list[int]:
+        """A block of ``n`` consecutive ports free on 127.0.0.1 right now.
+
+        Servers such as consul or bao derive extra ports from the first one, so the block is
+        consecutive.  Ports handed out earlier by this context are never handed out again, which
+        keeps two servers started in one command from racing for the same block.
+        """
+        for _ in range(200):
+            with socket.socket() as probe:
+                probe.bind(("127.0.0.1", 0))
+                first = int(probe.getsockname()[1])
+            block = list(range(first, first + n))
+            if block[-1] >= 65535 or self._handed_out.intersection(block):
+                continue
+            socks: list[socket.socket] = []
+            try:
+                for port in block:
+                    sock = socket.socket()
+                    socks.append(sock)
+                    sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            finally:
+                for sock in socks:
+                    sock.close()
+            self._handed_out.update(block)
+            return block
+        raise TestenvError(f"no block of {n} free loopback ports found")
+
+    # ------------------------------------------------------------------ processes
+    def spawn(
+        self,
+        name: str,
+        argv: list[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: Path | None = None,
+    ) -> int:
+        """Start ``argv`` detached in its own process group and record its pid.
+
+        ``env`` is added to this process's environment.  The process outlives this script (the
+        fixtures and ``.ci/run`` start servers and return), so ``stop`` finds it by pid file and
+        kills its whole process group.
+        """
+        log_path = self.run / "logs" / f"{name}.log"
+        full_env = dict(os.environ)
+        if env:
+            full_env.update(env)
+        with log_path.open("ab") as out:
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=full_env,
+                cwd=cwd,
+                start_new_session=True,
+            )
+        (self.run / "pids" / f"{name}.pid").write_text(f"{proc.pid}\n")
+        if self.current_server:
+            with (self.run / "groups" / self.current_server).open("a") as group:
+                group.write(name + "\n")
+        return proc.pid
+
+    def pid_of(self, name: str) -> int | None:
+        """The recorded pid of process ``name``, or None if none was recorded."""
+        path = self.run / "pids" / f"{name}.pid"
+        try:
+            return int(path.read_text().strip())
+        except (FileNotFoundError, ValueError):
+            return None
+
+    def _check_alive(self, name: str | None, what: str) -> None:
+        if name is None:
+            return
+        pid = self.pid_of(name)
+        if pid is not None and not process_alive(pid):
+            raise TestenvError(
+                f"{name} exited before {what} was ready; last lines of its log "
+                f"({self.run / 'logs' / (name + '.log')}):\n{self.log_tail(name)}"
+            )
+
+    def wait_tcp(self, port: int, timeout: float = 60.0, *, proc: str | None = None) -> None:
+        """Wait until something accepts on 127.0.0.1:``port``; fail early if ``proc`` died."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1):
+                    return
+            except OSError:
+                pass
+            self._check_alive(proc, f"port {port}")
+            if time.monotonic() > deadline:
+                raise TestenvError(f"nothing listens on 127.0.0.1:{port} after {timeout:.0f} s")
+            time.sleep(0.05)
+
+    def wait_http(
+        self,
+        url: str,
+        timeout: float = 60.0,
+        *,
+        ok: Callable[[int, bytes], bool] = _http_ok,
+        proc: str | None = None,
+        ssl_context: ssl.SSLContext | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        """Wait until ``GET url`` answers and ``ok(status, body)`` holds.
+
+        A plain 200 is often not readiness (consul answers ``""`` before it has a leader), so each
+        server passes its own ``ok``.  Fails early, with the log tail, if ``proc`` died.
+        """
+        deadline = time.monotonic() + timeout
+        last = "no answer"
+        if not url.startswith(("http://", "https://")):
+            raise TestenvError(f"wait_http needs an http(s) URL, not {url!r}")
+        while True:
+            request = urllib.request.Request(url, headers=dict(headers or {}))  # noqa: S310
+            try:
+                with urllib.request.urlopen(request, timeout=2, context=ssl_context) as resp:  # noqa: S310
+                    status, body = int(resp.status), resp.read()
+            except urllib.error.HTTPError as err:
+                status, body = int(err.code), err.read()
+            except (OSError, ValueError) as err:
+                status, body = 0, str(err).encode()
+            if status and ok(status, body):
+                return
+            last = f"{status} {body[:200]!r}"
+            self._check_alive(proc, url)
+            if time.monotonic() > deadline:
+                raise TestenvError(f"{url} not ready after {timeout:.0f} s (last: {last})")
+            time.sleep(0.05)
+
+    def log_tail(self, name: str, lines: int = 40) -> str:
+        """The last ``lines`` lines of process ``name``'s log, for failure messages."""
+        path = self.run / "logs" / f"{name}.log"
+        try:
+            text = path.read_text(errors="replace")
+        except FileNotFoundError:
+            return f"(no log at {path})"
+        return "\n".join(text.splitlines()[-lines:])
+
+    # ------------------------------------------------------------------ published values
+    def publish(self, name: str, values: Mapping[str, str]) -> None:
+        """Make a server's addresses and credentials known: printed, and appended to ``run/env``."""
+        lines = [f"{key}={value}" for key, value in values.items()]
+        with (self.run / "published" / f"{name}.env").open("a") as own:
+            own.writelines(line + "\n" for line in lines)
+        with (self.run / "env").open("a") as env:
+            env.writelines(line + "\n" for line in lines)
+        for line in lines:
+            print(line, flush=True)
+
+    def published(self, name: str) -> dict[str, str]:
+        """What server ``name`` published in this run directory (empty if it is not running)."""
+        return read_env_file(self.run / "published" / f"{name}.env")
+
+    # ------------------------------------------------------------------ apt, privately
+    def _apt(self, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+        base = self.cache / "apt"
+        cmd = [
+            "apt-get",
+            "-q",
+            "-o",
+            f"Dir::Etc::SourceList={base / 'sources.list'}",
+            "-o",
+            f"Dir::Etc::SourceParts={base / 'parts'}",
+            "-o",
+            f"Dir::State::Lists={base / 'lists'}",
+            "-o",
+            f"Dir::Cache={base / 'cache'}",
+            "-o",
+            "Dir::State::Status=/var/lib/dpkg/status",
+            "-o",
+            "APT::Sandbox::User=root",
+            *args,
+        ]
+        return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, check=False)
+
+    def apt_update(self, *, force: bool = False) -> None:
+        """Refresh the private package lists (deb.debian.org, stock keyring; /etc/apt untouched)."""
+        base = self.cache / "apt"
+        stamp = base / "lists" / ".updated"
+        if stamp.exists() and not force:
+            return
+        for sub in ("lists/partial", "cache/archives/partial", "parts"):
+            (base / sub).mkdir(parents=True, exist_ok=True)
+        sources = []
+        for suite in DEBIAN_SUITES:
+            archive = "debian-security" if suite.endswith("-security") else "debian"
+            sources.append(
+                f"deb [signed-by={DEBIAN_KEYRING}] http://deb.debian.org/{archive} {suite} main\n"
+            )
+        (base / "sources.list").write_text("".join(sources))
+        log("apt update (private lists under the cache)")
+        result = self._apt("update")
+        if result.returncode != 0:
+            raise TestenvError(f"private apt update failed:\n{result.stdout}\n{result.stderr}")
+        stamp.touch()
+
+    def apt_download(self, packages: list[str], *, dest: str | None = None) -> Path:
+        """Download Debian packages and extract them into one directory; returns its root.
+
+        A spec may name a suite (``redis-server/bookworm``) or a version (``pkg=1.2``); pinning
+        matters because the machine's own sources may rank trixie equal to bookworm.  Nothing is
+        installed into the system.  The result is cached per package list.
+        """
+        key = dest or hashlib.sha256(" ".join(sorted(packages)).encode()).hexdigest()[:16]
+        root = self.cache / "debs" / key
+        done = root / ".done"
+        if done.is_file() and done.read_text().split() == sorted(packages):
+            return root
+        self.apt_update()
+        with tempfile.TemporaryDirectory(dir=self.cache) as tmp:
+            log(f"apt download {' '.join(packages)}")
+            result = self._apt("download", *packages, cwd=Path(tmp))
+            if result.returncode != 0:
+                # stale lists (a point release replaced the file): refresh once and retry
+                self.apt_update(force=True)
+                result = self._apt("download", *packages, cwd=Path(tmp))
+            if result.returncode != 0:
+                raise TestenvError(
+                    f"apt-get download {' '.join(packages)} failed:\n{result.stderr.strip()}"
+                )
+            if root.exists():
+                shutil.rmtree(root)
+            root.mkdir(parents=True)
+            for deb in sorted(Path(tmp).glob("*.deb")):
+                extract_deb(deb, root)
+        done.write_text("\n".join(sorted(packages)) + "\n")
+        return root
+
+    @contextlib.contextmanager
+    def lock(self) -> Iterator[None]:
+        """Serialise testenv commands on one run directory (pid files are named per server)."""
+        import fcntl
+
+        with (self.run / ".lock").open("w") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def extract_deb(deb: Path, root: Path) -> None:
+    """Unpack one .deb into ``root`` (``dpkg-deb -x``: files only, no maintainer scripts)."""
+    subprocess.run(["dpkg-deb", "-x", str(deb), str(root)], check=True)
+
+
+def read_env_file(path: Path) -> dict[str, str]:
+    """Parse ``KEY=VALUE`` lines (later lines win; blank and ``#`` lines ignored)."""
+    values: dict[str, str] = {}
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return values
+    for line in text.splitlines():
+        if not line.strip() or line.startswith("#") or "=" not in line:
+            continue
+        key, _, value = line.partition("=")
+        values[key.strip()] = value
+    return values
+
+
+def stop_pids(pids: Mapping[str, int], timeout: float = 5.0) -> list[str]:
+    """SIGTERM each process group, wait (zombie-aware), SIGKILL what is left; returns survivors."""
+    for pid in pids.values():
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and any(process_alive(p) for p in pids.values()):
+        time.sleep(0.05)
+    survivors = []
+    for name, pid in pids.items():
+        if process_alive(pid):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
+            survivors.append(name)
+    deadline = time.monotonic() + 2
+    while time.monotonic() < deadline and any(process_alive(pids[n]) for n in survivors):
+        time.sleep(0.05)
+    return survivors
