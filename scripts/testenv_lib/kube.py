@@ -1,0 +1,458 @@
+"""A real Kubernetes control plane on loopback, started the way controller-runtime's envtest does.
+
+etcd + ``kube-apiserver`` (+ ``kube-controller-manager`` for garbage collection and namespace
+deletion), all on free 127.0.0.1 ports, with:
+
+- RBAC (and the Node authorizer) on, so tests see real ``403`` answers;
+- a private CA, a serving certificate and an admin client certificate (``O=system:masters``)
+  minted with ``openssl`` per run, and an admin kubeconfig;
+- a service-account issuer and signing key, so the TokenRequest and TokenReview APIs work (the
+  Vault, Consul and config-server tests log pods in with such tokens);
+- the ``ServiceAccount`` admission plugin off, as in envtest, so a pod can be created in a fresh
+  namespace without waiting for a controller to create its ``default`` ServiceAccount.
+
+kube-apiserver is not packaged anywhere reachable from these machines, so ``install kube`` builds
+it (and kube-controller-manager) from the Go module proxy through the wrapper module in
+``scripts/k8s-build`` (its go.mod pins the version and explains why a wrapper is needed).  The
+binaries are cached under ``<cache>/k8s/<version>/`` and never rebuilt; the Go module and build
+caches live under ``<cache>/go`` so CI on the same machine reuses them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import ssl
+import subprocess
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+
+from .common import Context, TestenvError, log
+
+BUILD_MODULE = Path(__file__).resolve().parents[1] / "k8s-build"
+"""The wrapper Go module whose go.mod pins k8s.io/kubernetes (the one source of the version)."""
+
+KUBE_BINARIES = ("kube-apiserver", "kube-controller-manager")
+
+SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
+KCM_CONTROLLERS = "garbagecollector,namespace,serviceaccount"
+"""Only what tests need: ownerReference GC, namespace deletion that completes, default SAs."""
+
+START_TIMEOUT = float(os.environ.get("DYNCONF_TESTENV_KUBE_START_TIMEOUT", "90"))
+
+
+# ---------------------------------------------------------------------------- versions, paths
+def k8s_version() -> str:
+    """The Kubernetes release pinned in ``scripts/k8s-build/go.mod`` (``v1.35.4``)."""
+    gomod = (BUILD_MODULE / "go.mod").read_text()
+    match = re.search(r"^(?:require)?\s*k8s\.io/kubernetes\s+(v\S+)", gomod, re.MULTILINE)
+    if not match:
+        raise TestenvError(f"no k8s.io/kubernetes requirement in {BUILD_MODULE / 'go.mod'}")
+    return match.group(1)
+
+
+def kube_bin_dir(ctx: Context) -> Path:
+    """Where the built binaries of the pinned version live."""
+    return ctx.cache / "k8s" / k8s_version()
+
+
+def go_binary() -> str:
+    """The Go toolchain: ``go`` on PATH, else the machine's /usr/local/go."""
+    found = shutil.which("go") or "/usr/local/go/bin/go"
+    if not Path(found).is_file():
+        raise TestenvError("no Go toolchain (need go >= 1.25 on PATH or at /usr/local/go/bin/go)")
+    return found
+
+
+def go_env(ctx: Context) -> dict[str, str]:
+    """Environment for every Go build: caches under the testenv cache, no CGO, trimmed paths.
+
+    ``GOTOOLCHAIN=local`` stops the go command from fetching another toolchain by itself;
+    ``-p`` (set by callers) keeps builds to the machine's two shared cores.
+    """
+    gopath = ctx.cache / "go"
+    env = dict(os.environ)
+    env.update(
+        {
+            "GOPATH": str(gopath),
+            "GOMODCACHE": str(gopath / "mod"),
+            "GOCACHE": str(gopath / "build"),
+            "GOTOOLCHAIN": "local",
+            "CGO_ENABLED": "0",
+            "GOFLAGS": "-trimpath",
+        }
+    )
+    return env
+
+
+def go_parallelism() -> str:
+    """Packages built at once; two cores are shared with whatever else runs."""
+    return os.environ.get("DYNCONF_TESTENV_GO_P", "2")
+
+
+def run_go(
+    ctx: Context,
+    args: list[str],
+    *,
+    cwd: Path,
+    log_path: Path,
+    extra_env: dict[str, str] | None = None,
+) -> float:
+    """Run one ``go`` command with its output in ``log_path``; returns seconds taken.
+
+    Failure raises with the log's tail, so the real compiler error is what a reader sees.
+    """
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    with log_path.open("w") as out:
+        result = subprocess.run(
+            [go_binary(), *args],
+            cwd=cwd,
+            env={**go_env(ctx), **(extra_env or {})},
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            check=False,
+        )
+    took = time.monotonic() - start
+    if result.returncode != 0:
+        tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-30:])
+        raise TestenvError(
+            f"go {' '.join(args[:2])} failed after {took:.0f} s ({log_path}):\n{tail}"
+        )
+    return took
+
+
+# ---------------------------------------------------------------------------- install
+def _version_ldflags(version: str) -> str:
+    """Stamp the release into the binary so ``/version`` reports it, not ``v0.0.0-master``."""
+    major, minor = version.lstrip("v").split(".")[:2]
+    pkg = "k8s.io/component-base/version"
+    return " ".join(
+        [
+            "-s -w",
+            f"-X {pkg}.gitVersion={version}",
+            f"-X {pkg}.gitMajor={major}",
+            f"-X {pkg}.gitMinor={minor}",
+            f"-X {pkg}.gitTreeState=clean",
+        ]
+    )
+
+
+def build_kube_binary(ctx: Context, name: str) -> Path:
+    """Build one binary of the pinned release into the cache (skipped when already there).
+
+    Written to a temporary name and renamed, so an interrupted build never leaves a binary that
+    looks finished.  Build time and size go to ``<bin dir>/<name>.build.json``.
+    """
+    version = k8s_version()
+    out_dir = kube_bin_dir(ctx)
+    target = out_dir / name
+    if target.is_file():
+        return target
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tmp = out_dir / f"{name}.tmp"
+    log(f"building {name} {version} from the Go module proxy (several minutes on 2 cores)")
+    took = run_go(
+        ctx,
+        [
+            "build",
+            "-p",
+            go_parallelism(),
+            "-ldflags",
+            _version_ldflags(version),
+            "-o",
+            str(tmp),
+            f"k8s.io/kubernetes/cmd/{name}",
+        ],
+        cwd=BUILD_MODULE,
+        log_path=out_dir / f"{name}.build.log",
+    )
+    tmp.rename(target)
+    size = target.stat().st_size
+    info = {"version": version, "seconds": round(took, 1), "bytes": size}
+    (out_dir / f"{name}.build.json").write_text(json.dumps(info) + "\n")
+    log(f"built {name} in {took:.0f} s ({size / 2**20:.0f} MiB)")
+    return target
+
+
+def etcd_binary(ctx: Context) -> Path:
+    """The etcd 3.5 server from Debian trixie: the very extract the etcd store server uses."""
+    from .stores import ETCD_PACKAGES
+
+    root = ctx.apt_download(ETCD_PACKAGES, dest="etcd")
+    path = root / "usr" / "bin" / "etcd"
+    if not path.is_file():
+        raise TestenvError(f"{' '.join(ETCD_PACKAGES)} extracted into {root} but no usr/bin/etcd")
+    return path
+
+
+def with_controller_manager() -> bool:
+    """kube-controller-manager is built and started unless a developer opts out to save time."""
+    return os.environ.get("DYNCONF_TESTENV_KUBE_CONTROLLER_MANAGER", "1") != "0"
+
+
+def install_kube(ctx: Context) -> None:
+    """etcd, kube-apiserver and kube-controller-manager of the pinned release, into the cache."""
+    etcd_binary(ctx)
+    build_kube_binary(ctx, "kube-apiserver")
+    if with_controller_manager():
+        build_kube_binary(ctx, "kube-controller-manager")
+
+
+# ---------------------------------------------------------------------------- certificates
+def _openssl(*args: str, cwd: Path) -> None:
+    result = subprocess.run(
+        ["openssl", *args], cwd=cwd, capture_output=True, text=True, check=False
+    )
+    if result.returncode != 0:
+        raise TestenvError(f"openssl {args[0]} failed: {result.stderr.strip()}")
+
+
+def _ec_key(cwd: Path, name: str) -> None:
+    """P-256 keys: each takes milliseconds, where RSA would add seconds to every start."""
+    _openssl("genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256",
+             "-out", f"{name}.key", cwd=cwd)  # fmt: skip
+
+
+def _issue(cwd: Path, name: str, subject: str, extensions: str) -> None:
+    """Sign ``<name>.crt`` for ``<name>.key`` with the run's CA."""
+    _ec_key(cwd, name)
+    _openssl("req", "-new", "-key", f"{name}.key", "-subj", subject, "-out", f"{name}.csr", cwd=cwd)
+    (cwd / f"{name}.ext").write_text(extensions)
+    _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+             "-CAcreateserial", "-days", "30", "-sha256", "-extfile", f"{name}.ext",
+             "-out", f"{name}.crt", cwd=cwd)  # fmt: skip
+
+
+def mint_certificates(certs: Path) -> None:
+    """CA, apiserver serving cert, admin and controller-manager client certs, SA signing key."""
+    certs.mkdir(parents=True, exist_ok=True)
+    _ec_key(certs, "ca")
+    _openssl("req", "-x509", "-new", "-key", "ca.key", "-subj", "/CN=dynconf-test-kube-ca",
+             "-days", "30", "-sha256", "-addext", "basicConstraints=critical,CA:TRUE",
+             "-addext", "keyUsage=critical,keyCertSign,cRLSign", "-out", "ca.crt",
+             cwd=certs)  # fmt: skip
+    client = (
+        "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\n"
+        "extendedKeyUsage=clientAuth\n"
+    )
+    _issue(
+        certs,
+        "apiserver",
+        "/CN=kube-apiserver",
+        "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n"
+        "extendedKeyUsage=serverAuth\n"
+        "subjectAltName=IP:127.0.0.1,IP:10.0.0.1,DNS:localhost,DNS:kubernetes,"
+        "DNS:kubernetes.default,DNS:kubernetes.default.svc\n",
+    )
+    _issue(certs, "admin", "/O=system:masters/CN=admin", client)
+    _issue(certs, "controller-manager", "/CN=system:kube-controller-manager", client)
+    _ec_key(certs, "sa")
+    _openssl("pkey", "-in", "sa.key", "-pubout", "-out", "sa.pub", cwd=certs)
+
+
+def write_kubeconfig(path: Path, server: str, certs: Path, user: str, client: str) -> None:
+    """A kubeconfig with a client certificate; JSON, which every YAML kubeconfig reader accepts."""
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {
+                "name": "dynconf-test",
+                "cluster": {"server": server, "certificate-authority": str(certs / "ca.crt")},
+            }
+        ],
+        "users": [
+            {
+                "name": user,
+                "user": {
+                    "client-certificate": str(certs / f"{client}.crt"),
+                    "client-key": str(certs / f"{client}.key"),
+                },
+            }
+        ],
+        "contexts": [
+            {"name": "dynconf-test", "context": {"cluster": "dynconf-test", "user": user}}
+        ],
+        "current-context": "dynconf-test",
+        "preferences": {},
+    }
+    path.write_text(json.dumps(config, indent=2) + "\n")
+
+
+def admin_ssl_context(certs: Path) -> ssl.SSLContext:
+    """TLS context that trusts the run's CA and presents the admin client certificate."""
+    context = ssl.create_default_context(cafile=str(certs / "ca.crt"))
+    context.load_cert_chain(str(certs / "admin.crt"), str(certs / "admin.key"))
+    return context
+
+
+def admin_get(server: str, certs: Path, path: str, timeout: float = 30.0) -> bytes:
+    """One authenticated GET against the test apiserver (stdlib: no venv exists yet)."""
+    with urllib.request.urlopen(  # noqa: S310 - https URL built from our own published server
+        server + path, timeout=timeout, context=admin_ssl_context(certs)
+    ) as resp:
+        body: bytes = resp.read()
+        return body
+
+
+# ---------------------------------------------------------------------------- start
+def _require_binaries(ctx: Context, controller_manager: bool) -> tuple[Path, Path, Path | None]:
+    bins = kube_bin_dir(ctx)
+    apiserver = bins / "kube-apiserver"
+    if not apiserver.is_file():
+        raise TestenvError(
+            f"{apiserver} is not built: run `scripts/testenv install kube` first "
+            f"(builds {k8s_version()} from the Go module proxy; see its log under {bins})"
+        )
+    kcm: Path | None = bins / "kube-controller-manager"
+    if not controller_manager or not (kcm and kcm.is_file()):
+        kcm = None
+    return etcd_binary(ctx), apiserver, kcm
+
+
+def start_kube(ctx: Context) -> dict[str, str]:
+    """``start kube``: the control plane, with kube-controller-manager unless opted out."""
+    return start_control_plane(ctx, controller_manager=with_controller_manager())
+
+
+def start_control_plane(ctx: Context, *, controller_manager: bool) -> dict[str, str]:
+    """Start etcd + kube-apiserver (+ kube-controller-manager); returns how to reach them."""
+    began = time.monotonic()
+    etcd, apiserver, kcm = _require_binaries(ctx, controller_manager)
+    data = ctx.data_dir("kube", fresh=True)
+    certs = data / "certs"
+    mint_certificates(certs)
+
+    etcd_client, etcd_peer = ctx.free_ports(2)
+    (secure_port,) = ctx.free_ports(1)
+    etcd_url = f"http://127.0.0.1:{etcd_client}"
+    peer_url = f"http://127.0.0.1:{etcd_peer}"
+    ctx.spawn(
+        "kube-etcd",
+        [
+            str(etcd),
+            "--name", "kube",
+            "--data-dir", str(data / "etcd"),
+            "--listen-client-urls", etcd_url,
+            "--advertise-client-urls", etcd_url,
+            "--listen-peer-urls", peer_url,
+            "--initial-advertise-peer-urls", peer_url,
+            "--initial-cluster", f"kube={peer_url}",
+            "--heartbeat-interval", "10",
+            "--election-timeout", "100",
+            "--unsafe-no-fsync",
+            "--log-level", "warn",
+        ],
+    )  # fmt: skip
+    ctx.wait_http(
+        f"{etcd_url}/health",
+        timeout=30,
+        ok=lambda status, body: status == 200 and b'"true"' in body,
+        proc="kube-etcd",
+    )
+
+    server = f"https://127.0.0.1:{secure_port}"
+    ctx.spawn(
+        "kube-apiserver",
+        [
+            str(apiserver),
+            f"--etcd-servers={etcd_url}",
+            "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
+            f"--secure-port={secure_port}",
+            f"--tls-cert-file={certs / 'apiserver.crt'}",
+            f"--tls-private-key-file={certs / 'apiserver.key'}",
+            f"--client-ca-file={certs / 'ca.crt'}",
+            f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
+            "--authorization-mode=Node,RBAC",
+            "--allow-privileged=true",
+            "--disable-admission-plugins=ServiceAccount",
+            f"--service-account-issuer={server}",
+            f"--service-account-key-file={certs / 'sa.pub'}",
+            f"--service-account-signing-key-file={certs / 'sa.key'}",
+            "--enable-priority-and-fairness=false",
+            "--profiling=false",
+            # `stop` signals etcd and the apiserver together; on exit the apiserver would
+            # then retry deleting its endpoint lease and identity lease from a dead etcd
+            # and outlive the stop timeout.  Nothing here uses either.
+            "--endpoint-reconciler-type=none",
+            "--feature-gates=APIServerIdentity=false",
+        ],
+    )
+    ssl_context = admin_ssl_context(certs)
+    deadline = time.monotonic() + START_TIMEOUT
+    ctx.wait_http(
+        f"{server}/readyz",
+        timeout=START_TIMEOUT,
+        proc="kube-apiserver",
+        ssl_context=ssl_context,
+    )
+    # envtest waits for the bootstrap controller's `default` namespace: before it exists,
+    # creating objects in `default` fails.
+    ctx.wait_http(
+        f"{server}/api/v1/namespaces/default",
+        timeout=max(5.0, deadline - time.monotonic()),
+        proc="kube-apiserver",
+        ssl_context=ssl_context,
+    )
+
+    kubeconfig = data / "admin.kubeconfig"
+    write_kubeconfig(kubeconfig, server, certs, "admin", "admin")
+    if kcm is not None:
+        kcm_config = data / "controller-manager.kubeconfig"
+        write_kubeconfig(
+            kcm_config, server, certs, "system:kube-controller-manager", "controller-manager"
+        )
+        (kcm_port,) = ctx.free_ports(1)
+        ctx.spawn(
+            "kube-controller-manager",
+            [
+                str(kcm),
+                f"--kubeconfig={kcm_config}",
+                f"--controllers={KCM_CONTROLLERS}",
+                "--leader-elect=false",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={kcm_port}",
+                f"--cert-dir={data / 'kcm-certs'}",
+                "--concurrent-gc-syncs=5",
+                # as in a real cluster: each controller acts as its own ServiceAccount with
+                # its bootstrap role (system:kube-controller-manager itself may not delete)
+                "--use-service-account-credentials=true",
+                "--profiling=false",
+            ],
+        )
+        ctx.wait_tcp(kcm_port, timeout=max(10.0, deadline - time.monotonic()),
+                     proc="kube-controller-manager")  # fmt: skip
+
+    version = json.loads(admin_get(server, certs, "/version"))["gitVersion"]
+    values = {
+        "DYNCONF_TEST_KUBECONFIG": str(kubeconfig),
+        "DYNCONF_TEST_KUBE_APISERVER": server,
+        "DYNCONF_TEST_KUBE_CA": str(certs / "ca.crt"),
+        "DYNCONF_TEST_KUBE_CLIENT_CERT": str(certs / "admin.crt"),
+        "DYNCONF_TEST_KUBE_CLIENT_KEY": str(certs / "admin.key"),
+        "DYNCONF_TEST_KUBE_SA_ISSUER": server,
+        "DYNCONF_TEST_KUBE_SA_PUBLIC_KEY": str(certs / "sa.pub"),
+        "DYNCONF_TEST_KUBE_VERSION": str(version),
+        "DYNCONF_TEST_KUBE_ETCD": etcd_url,
+        "DYNCONF_TEST_KUBE_CONTROLLER_MANAGER": "1" if kcm is not None else "0",
+    }
+    try:
+        from .tools import ensure_schemas_from
+
+        values["DYNCONF_TEST_KUBE_SCHEMAS"] = str(ensure_schemas_from(ctx, server, certs))
+    except (OSError, ValueError, TestenvError) as err:
+        # kubeconform tests then skip or fail on their own; the control plane itself is fine
+        log(f"kube: could not generate kubeconform schemas: {err}")
+    log(f"kube {version} ready at {server} in {time.monotonic() - began:.1f} s")
+    return values
+
+
+INSTALLERS: dict[str, Callable[[Context], None]] = {"kube": install_kube}
+SERVERS: dict[str, Callable[[Context], dict[str, str]]] = {"kube": start_kube}
