@@ -178,6 +178,26 @@ def install_postgres(ctx: Context) -> None:
     _apt_component("postgres", POSTGRES_PACKAGES, "usr/lib/postgresql/15/bin/postgres")(ctx)
 
 
+def os_release_codename() -> str:
+    """The machine's own Debian suite (a newer suite's sshd would need a newer libc)."""
+    fields = dict(
+        line.split("=", 1)
+        for line in Path("/etc/os-release").read_text(encoding="utf-8").splitlines()
+        if "=" in line
+    )
+    return fields.get("VERSION_CODENAME", "bookworm").strip('"')
+
+
+def install_sshd(ctx: Context) -> None:
+    """Debian's sshd, unpacked privately, for the git store's ssh tests.
+
+    The git tests unpack the same package list on demand; installing it here keeps the
+    download out of the test run.
+    """
+    release = os_release_codename()
+    ctx.apt_download([f"openssh-server/{release}", f"libwrap0/{release}"], dest=f"sshd-{release}")
+
+
 INSTALLERS: dict[str, Callable[[Context], None]] = {
     "consul": install_consul,
     "pyservers": install_pyservers,
@@ -188,6 +208,7 @@ INSTALLERS: dict[str, Callable[[Context], None]] = {
     "postgres": install_postgres,
     "firestore": install_firestore,
     "git": install_git,
+    "sshd": install_sshd,
 }
 
 

@@ -12,11 +12,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from vault_testlib import TlsBao, bao_binary, make_pki
+from vault_testlib import SpecFactory, TlsBao, bao_binary, make_pki
 
 from dynconf.stores import StoreSpec
-
-SpecFactory = Callable[..., StoreSpec]
 
 
 @pytest.fixture

@@ -8,9 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from vault_testlib import make_signing_key, sign_jwt
+from vault_testlib import SpecFactory, make_signing_key, sign_jwt
 
-from conftest import SpecFactory
 from dynconf.errors import AuthError
 from dynconf.stores import Fetched
 from dynconf_store_vault import VAULT_STORE

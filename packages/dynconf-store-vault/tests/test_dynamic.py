@@ -9,9 +9,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from vault_testlib import Watcher
+from vault_testlib import SpecFactory, Watcher
 
-from conftest import SpecFactory
 from dynconf.errors import RemoteError
 from dynconf.stores import Fetched, Lease, WatchCapability
 from dynconf_store_vault import VAULT_STORE, LeaseAction

@@ -7,9 +7,8 @@ from typing import Any
 
 import pytest
 from test_auth import approle
-from vault_testlib import TlsBao, Watcher
+from vault_testlib import SpecFactory, TlsBao, Watcher
 
-from conftest import SpecFactory
 from dynconf.errors import AuthError, DynconfError, RemoteError
 from dynconf.stores import Fetched, StoreSpec, TlsSettings
 from dynconf_store_vault import VAULT_STORE

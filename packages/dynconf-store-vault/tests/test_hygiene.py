@@ -8,9 +8,8 @@ from typing import Any
 
 import pytest
 from test_auth import approle
-from vault_testlib import Watcher
+from vault_testlib import SpecFactory, Watcher
 
-from conftest import SpecFactory
 from dynconf.errors import DynconfError
 from dynconf.stores import StoreSpec
 from dynconf_store_vault import VAULT_STORE

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from vault_testlib import SpecFactory
 
-from conftest import SpecFactory
 from dynconf.errors import AuthError
 from dynconf.stores import Fetched
 from dynconf_store_vault import VAULT_STORE

@@ -6,8 +6,8 @@ import json
 from typing import Any
 
 import pytest
+from vault_testlib import SpecFactory
 
-from conftest import SpecFactory
 from dynconf.errors import RemoteError
 from dynconf.stores import ABSENT, Fetched, WatchCapability
 from dynconf_store_vault import VAULT_STORE

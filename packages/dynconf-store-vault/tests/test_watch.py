@@ -6,9 +6,8 @@ import json
 from typing import Any
 
 import pytest
-from vault_testlib import Watcher
+from vault_testlib import SpecFactory, Watcher
 
-from conftest import SpecFactory
 from dynconf.errors import AuthError, RemoteError
 from dynconf.stores import ABSENT, Fetched
 from dynconf_store_vault import VAULT_STORE

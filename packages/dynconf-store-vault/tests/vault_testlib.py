@@ -17,9 +17,15 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from dynconf.stores import StoreSpec
+
+SpecFactory = Callable[..., StoreSpec]
+"""Builds a vault StoreSpec for the shared test server (the `spec_for` fixture)."""
 
 
 def bao_binary() -> Path | None:

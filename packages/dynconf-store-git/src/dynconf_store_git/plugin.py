@@ -1,1 +1,267 @@
-"""Hook implementations for the git store (none yet: the store lands with its issue)."""
+"""The ``git`` store type, contributed through the ``dynconf_stores`` hook.
+
+Validation lives here so the agent (at start) and the webhook (at admission) refuse the same
+specs with the same sentences. Building imports GitPython; discovery does not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Final
+
+from dynconf.plugins import hookimpl
+from dynconf.stores import (
+    AuthMethod,
+    StoreSpec,
+    StoreType,
+    StoreTypeBase,
+    WatchCapability,
+    format_from_key,
+)
+from dynconf_store_git.endpoint import (
+    Endpoint,
+    EndpointKind,
+    key_refusal,
+    parse_endpoint,
+    parse_ref,
+    shown_endpoint,
+)
+
+if TYPE_CHECKING:
+    from dynconf_store_git.source import GitSource
+
+__all__ = ["GIT_STORE", "GitStoreType", "dynconf_stores"]
+
+AUTH_METHODS: Final[Mapping[str, AuthMethod]] = {
+    "anonymous": AuthMethod("anonymous", (), "a public repository; no credential is sent"),
+    "token": AuthMethod(
+        "token",
+        (),
+        "HTTP basic auth with the token as the password (username x-access-token unless "
+        "--auth-username); the token from the token slot or --auth-token-path",
+    ),
+    "ssh": AuthMethod("ssh", (), "ssh with whatever the ssh agent (SSH_AUTH_SOCK) offers"),
+    "ssh-key": AuthMethod(
+        "ssh-key", ("ssh_key",), "ssh with one private key file, offered with IdentitiesOnly=yes"
+    ),
+}
+
+FORMATS: Final = ("json", "toml", "yaml", "ini", "properties", "env")
+SETTINGS: Final = ("cache_dir", "cache_max_bytes", "format", "known_hosts", "max_bytes")
+"""The ``extra`` keys a git spec accepts."""
+
+
+def effective_auth(spec: StoreSpec) -> str:
+    """``--auth``, else ``ssh-key`` with a key, ``token`` with a token, else ``anonymous``."""
+    if spec.auth:
+        return spec.auth
+    if spec.ssh_key:
+        return "ssh-key"
+    if spec.token or spec.auth_token_path:
+        return "token"
+    return "anonymous"
+
+
+class GitStoreType(StoreTypeBase):
+    """Git: one file of a ref's tree; the ref advertisement as the conditional watch."""
+
+    name = "git"
+    capability = WatchCapability.CONDITIONAL
+    auth_methods = AUTH_METHODS
+    blocking = True
+    default_auth = "anonymous"
+
+    def credential_hint(self) -> str:
+        return "a token (HTTP basic auth) or an ssh key"
+
+    def store_refusals(self, spec: StoreSpec) -> list[str]:
+        refusals: list[str] = []
+        endpoint = parse_endpoint(spec.endpoint)
+        if isinstance(endpoint, str):
+            refusals.append(endpoint)
+        ref = parse_ref(spec.ref)
+        if isinstance(ref, str):
+            refusals.append(ref)
+        refusals.extend(self._key_refusals(spec))
+        refusals.extend(self._setting_refusals(spec))
+        if not isinstance(endpoint, str):
+            refusals.extend(self._auth_refusals(spec, endpoint))
+            refusals.extend(self._tls_refusals(spec, endpoint))
+        if spec.timeout is not None and spec.timeout <= 0:
+            refusals.append("--timeout must be a positive number of seconds for git")
+        if spec.section:
+            refusals.append(
+                "git takes no --section: the key names one file, which is the whole document; "
+                "select inside it with the render's section instead"
+            )
+        return refusals
+
+    @staticmethod
+    def _key_refusals(spec: StoreSpec) -> list[str]:
+        refusal = key_refusal(spec.key)
+        if refusal:
+            return [refusal]
+        chosen = spec.extra.get("format")
+        if chosen is None and format_from_key(spec.key) is None:
+            return [
+                f"the git key {spec.key} has no extension naming the file's format; name a "
+                "file ending .json, .toml, .yaml, .ini, .properties or .env, or set the format "
+                "setting (format=yaml)"
+            ]
+        if chosen is not None and chosen.lower() not in FORMATS:
+            return [f"format={chosen} is not a format the git store reads; use one of: "
+                    f"{', '.join(FORMATS)}"]  # fmt: skip
+        return []
+
+    @staticmethod
+    def _setting_refusals(spec: StoreSpec) -> list[str]:
+        refusals = [
+            f"{name} is not a git setting; use one of: {', '.join(SETTINGS)}"
+            for name in sorted(spec.extra)
+            if name not in SETTINGS
+        ]
+        for name in ("max_bytes", "cache_max_bytes"):
+            value = spec.extra.get(name)
+            if value is not None and (not value.isdigit() or int(value) < 1024):
+                refusals.append(f"{name}={value} must be a whole number of bytes, at least 1024")
+        for name in ("cache_dir", "known_hosts"):
+            value = spec.extra.get(name)
+            if value is not None and not value.startswith("/"):
+                refusals.append(f"{name}={value} must be an absolute path")
+        return refusals
+
+    @staticmethod
+    def _auth_refusals(spec: StoreSpec, endpoint: Endpoint) -> list[str]:
+        refusals: list[str] = []
+        method = effective_auth(spec)
+        over_ssh = endpoint.kind is EndpointKind.SSH
+        if spec.auth_role or spec.auth_mount:
+            refusals.append("git takes no --auth-role or --auth-mount; remove them")
+        if method in ("ssh", "ssh-key") and not over_ssh:
+            refusals.append(
+                f"--auth {method} needs an ssh endpoint (ssh://… or git@host:org/repo.git); "
+                f"{shown_endpoint(spec.endpoint)} is {endpoint.kind}"
+            )
+        if method == "token":
+            if endpoint.kind not in (EndpointKind.HTTPS, EndpointKind.HTTP):
+                refusals.append(
+                    "--auth token is HTTP basic auth and needs an https:// endpoint; use "
+                    "--auth ssh-key for an ssh endpoint"
+                )
+            elif endpoint.kind is EndpointKind.HTTP and not endpoint.loopback:
+                refusals.append(
+                    "--auth token over plain http:// would send the token in clear text; use "
+                    "https:// (plain http is accepted for loopback hosts only)"
+                )
+            if not spec.token and not spec.auth_token_path:
+                refusals.append(
+                    "git auth token needs a token (DYNAMIC_CONFIG_AGENT_TOKEN) or a token "
+                    "file (--auth-token-path)"
+                )
+        elif spec.token or spec.auth_token_path:
+            refusals.append(
+                f"--auth {method} sends no token, but a token is set; use --auth token, or "
+                "remove the token"
+            )
+        if spec.auth_username and method != "token":
+            refusals.append("--auth-username names the basic-auth user of --auth token; add "
+                            "--auth token or remove it")  # fmt: skip
+        if spec.ssh_key and method != "ssh-key":
+            refusals.append(f"--ssh-key is for --auth ssh-key, not --auth {method}; remove one")
+        if spec.extra.get("known_hosts") and not over_ssh:
+            refusals.append("known_hosts is for ssh endpoints; remove it")
+        if method in ("anonymous", "ssh") and endpoint.kind is EndpointKind.HTTP and (
+            not endpoint.loopback
+        ):
+            refusals.append(
+                "plain http:// to a non-loopback host can be tampered with on the way; use "
+                "https:// (plain http is accepted for loopback hosts only)"
+            )
+        return refusals
+
+    @staticmethod
+    def _tls_refusals(spec: StoreSpec, endpoint: Endpoint) -> list[str]:
+        refusals: list[str] = []
+        tls = spec.tls
+        if tls.configured and endpoint.kind is not EndpointKind.HTTPS:
+            refusals.append(
+                "TLS settings (--ca, --tls-cert/--tls-key, --tls-skip-verify) apply to https:// "
+                f"git endpoints only; {shown_endpoint(spec.endpoint)} is {endpoint.kind}, so "
+                "remove them (ssh trusts through known_hosts)"
+            )
+        if tls.server_name:
+            refusals.append(
+                "--tls-server-name cannot be honoured by git's HTTP client (it has no "
+                "server-name override); reach the host by the name on its certificate"
+            )
+        return refusals
+
+    def describe(self, spec: StoreSpec) -> str:
+        ref = parse_ref(spec.ref)
+        shown_ref = spec.ref if isinstance(ref, str) else str(ref)
+        return f"git {shown_endpoint(spec.endpoint)} {shown_ref}:{spec.key}"
+
+    def build(self, spec: StoreSpec) -> GitSource:
+        """A source for ``spec``; refuses (BackendError) a spec :meth:`validate` refuses.
+
+        No I/O: the cache directory is created and the repository initialised by the
+        first fetch.
+        """
+        from pathlib import Path
+
+        from dynconf.errors import BackendError, Origin
+        from dynconf_store_git.cache import (
+            DEFAULT_MAX_BYTES,
+            DEFAULT_MAX_PACKS,
+            CloneDir,
+            default_cache_root,
+        )
+        from dynconf_store_git.credential import DEFAULT_USERNAME, Credential
+        from dynconf_store_git.source import DEFAULT_MAX_FILE_BYTES, GitSource
+        from dynconf_store_git.transport import DEFAULT_TIMEOUT, GitRunner
+
+        description = self.describe(spec)
+        refusals = self.validate(spec)
+        if refusals:
+            raise BackendError("; ".join(refusals), origin=Origin.remote(description))
+        endpoint = parse_endpoint(spec.endpoint)
+        ref = parse_ref(spec.ref)
+        assert not isinstance(endpoint, str)
+        assert not isinstance(ref, str)
+        credential = Credential(
+            method=effective_auth(spec),
+            username=spec.auth_username or DEFAULT_USERNAME,
+            token=spec.token,
+            token_path=spec.auth_token_path,
+            ssh_key=spec.ssh_key,
+        )
+        root = Path(spec.extra["cache_dir"]) if "cache_dir" in spec.extra else default_cache_root()
+        clone = CloneDir(root, endpoint.url, credential.identity())
+        runner = GitRunner(
+            endpoint,
+            credential,
+            spec.tls,
+            clone,
+            describe=description,
+            timeout=spec.timeout or DEFAULT_TIMEOUT,
+            known_hosts=spec.extra.get("known_hosts"),
+        )
+        format_name = (spec.extra.get("format") or format_from_key(spec.key) or "").lower()
+        return GitSource(
+            runner,
+            clone,
+            ref,
+            spec.key,
+            format_name,
+            max_file_bytes=int(spec.extra.get("max_bytes", DEFAULT_MAX_FILE_BYTES)),
+            max_cache_bytes=int(spec.extra.get("cache_max_bytes", DEFAULT_MAX_BYTES)),
+            max_packs=DEFAULT_MAX_PACKS,
+        )
+
+
+GIT_STORE: Final = GitStoreType()
+
+
+@hookimpl
+def dynconf_stores() -> Iterable[StoreType]:
+    return [GIT_STORE]
