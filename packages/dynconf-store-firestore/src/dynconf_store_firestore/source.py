@@ -1,0 +1,285 @@
+"""The Firestore source: one document's fields read as a JSON document, watched by a listener.
+
+``fetch`` is one ``GetDocument`` call: the snapshot's fields converted by
+:mod:`dynconf_store_firestore.convert`, the document's ``update_time`` (RFC 3339) as the
+revision, :data:`ABSENT` when the document does not exist.
+
+``changes`` is the push watch: a snapshot listener (Firestore's ``Listen`` stream, through
+the client library's ``on_snapshot``). The library re-opens the stream after transient
+failures on its own, so an emulator or a frontend that restarts is ridden through and the
+first snapshot after it is compared like any other. When the listener stops for good
+(a terminating status such as PERMISSION_DENIED), one plain fetch decides: a refused
+credential is raised, anything else is reported and the listener re-opened after a
+:class:`~dynconf.stores.Pace` backoff.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from dynconf.errors import AuthError, DynconfError, Origin, RemoteError
+from dynconf.stores import ABSENT, Absent, Fetched, Pace, WatchCapability
+from dynconf_store_firestore.convert import UnconvertibleField, plain_document, rfc3339
+from dynconf_store_firestore.plugin import Target
+
+__all__ = ["DEFAULT_TIMEOUT", "Connection", "FailureSink", "FirestoreSource"]
+
+DEFAULT_TIMEOUT: Final = 10.0
+"""Seconds one read may take (the reference store's default)."""
+_SLICE: Final = 0.25
+"""How often a waiting watch checks ``stop()`` and the listener's health."""
+
+FailureSink = Callable[[DynconfError], None]
+
+log = logging.getLogger("dynconf.store.firestore")
+
+# gRPC status names that mean the credential itself was refused; everything else is remote.
+_AUTH_STATUSES: Final = frozenset({"UNAUTHENTICATED", "PERMISSION_DENIED"})
+
+
+@dataclass(frozen=True)
+class Connection:
+    """How to reach the database: target, auth method and where the API is."""
+
+    target: Target
+    method: str
+    emulator: str | None = None
+    api_endpoint: str | None = None
+    token: str | None = field(default=None, repr=False)
+
+
+class FirestoreSource:
+    """A blocking :class:`~dynconf.stores.RemoteSource` over one Firestore document."""
+
+    capability = WatchCapability.PUSH
+
+    def __init__(
+        self,
+        connection: Connection,
+        *,
+        description: str,
+        timeout: float = DEFAULT_TIMEOUT,
+        on_failure: FailureSink | None = None,
+    ) -> None:
+        self._connection = connection
+        self._description = description
+        self._timeout = timeout
+        self.on_failure = on_failure
+        self.connected = False
+        """True while a listener is open and has delivered its first snapshot."""
+        self._client: Any = None
+        self._lock = threading.Lock()
+
+    def describe(self) -> str:
+        return self._description
+
+    # ------------------------------------------------------------------ client
+    def _document(self) -> Any:
+        """The document reference; the client is built on first use (constructors do no I/O)."""
+        with self._lock:
+            if self._client is None:
+                self._client = self._build_client()
+            return self._client.document(self._connection.target.path)
+
+    def _build_client(self) -> Any:
+        from google.cloud import firestore
+
+        conn = self._connection
+        credentials: Any
+        options: dict[str, str] | None = None
+        if conn.method == "emulator":
+            from google.auth.credentials import AnonymousCredentials
+
+            credentials = AnonymousCredentials()  # type: ignore[no-untyped-call]
+        elif conn.method == "access-token":
+            from google.oauth2.credentials import Credentials
+
+            credentials = Credentials(token=conn.token)  # type: ignore[no-untyped-call]
+        else:
+            from google.auth import compute_engine
+
+            credentials = compute_engine.Credentials()  # type: ignore[no-untyped-call]
+        if conn.api_endpoint:
+            options = {"api_endpoint": conn.api_endpoint}
+        client = firestore.Client(
+            project=conn.target.project,
+            database=conn.target.database,
+            credentials=credentials,
+            client_options=options,
+        )
+        # The library reads FIRESTORE_EMULATOR_HOST from the environment when a client is
+        # built and then silently talks plain HTTP/2 to it. The spec decides instead: the
+        # emulator's address for --auth emulator, never the variable for the other methods.
+        client._emulator_host = conn.emulator
+        return client
+
+    # ------------------------------------------------------------------ fetch
+    def fetch(self) -> Fetched | Absent:
+        """Read the document now: its fields as JSON, or ABSENT when it does not exist."""
+        document = self._document()
+        try:
+            snapshot = document.get(retry=None, timeout=self._timeout)
+        except Exception as exc:
+            raise self._classify(exc) from None
+        return self._answer(snapshot if snapshot.exists else None)
+
+    def _answer(self, snapshot: Any | None) -> Fetched | Absent:
+        if snapshot is None:
+            return ABSENT
+        try:
+            document = plain_document(snapshot.to_dict() or {})
+        except UnconvertibleField as exc:
+            raise self._remote(
+                f"field `{exc.path}` holds a {exc.type_name}, which has no plain-document "
+                "rule; store it as one of the documented types"
+            ) from None
+        text = json.dumps(document, sort_keys=True, ensure_ascii=False)
+        updated = snapshot.update_time
+        return Fetched(
+            text=text, format="json", revision=rfc3339(updated) if updated is not None else None
+        )
+
+    def _classify(self, exc: BaseException) -> DynconfError:
+        """A typed error from a client exception, decided on the status code, never its text."""
+        from google.api_core import exceptions as api
+        from google.auth import exceptions as auth
+
+        if isinstance(exc, DynconfError):
+            return exc
+        if isinstance(exc, api.GoogleAPICallError):
+            status = getattr(exc.grpc_status_code, "name", None) or str(exc.code)
+            if status in _AUTH_STATUSES:
+                return self._auth(
+                    f"refused the credential ({status}); check the workload's IAM role "
+                    "(roles/datastore.viewer) or replace the access token"
+                )
+            if status == "NOT_FOUND":
+                return self._remote(
+                    "answered NOT_FOUND for the database; check the project and database "
+                    "in the endpoint"
+                )
+            return self._remote(f"failed ({status}); retrying")
+        if isinstance(exc, auth.RefreshError):
+            return self._auth(
+                "could not obtain a token from the metadata server; check Workload Identity "
+                "is bound for this service account"
+            )
+        if isinstance(exc, auth.TransportError):
+            return self._remote(
+                "cannot reach the metadata server for a token; metadata-server auth works "
+                "only on GKE, GCE or Cloud Run"
+            )
+        if isinstance(exc, api.RetryError):
+            return self._remote("did not answer in time; check the address and retrying")
+        return self._remote(f"failed ({type(exc).__name__})")
+
+    # ------------------------------------------------------------------ watch
+    def changes(self, interval: float, stop: Callable[[], bool]) -> Iterator[Fetched | Absent]:
+        """Yield each new document (or ABSENT once) the listener sees, until ``stop()``.
+
+        The first snapshot primes and is not delivered; an identical rewrite is not
+        delivered. ``interval`` paces re-opening a listener that stopped for good.
+        """
+        pace = Pace(max(interval, 1.0))
+        last: Fetched | Absent | None = None
+        while not stop():
+            snapshots: queue.Queue[list[Any]] = queue.Queue()
+            try:
+                listener = self._document().on_snapshot(
+                    lambda docs, _changes, _read_time, put=snapshots.put: put(list(docs))
+                )
+            except Exception as exc:
+                error = self._classify(exc)
+                if isinstance(error, AuthError):
+                    raise error from None
+                self._report(error)
+                pace.failed()
+                if self._pause(pace.next_wait(), stop):
+                    return
+                continue
+            try:
+                while not stop():
+                    try:
+                        docs = snapshots.get(timeout=_SLICE)
+                    except queue.Empty:
+                        if not listener.is_active:
+                            break
+                        continue
+                    self.connected = True
+                    pace.succeeded()
+                    answer = self._answer(docs[0] if docs else None)
+                    if last is None:
+                        last = answer
+                    elif not _same(answer, last):
+                        last = answer
+                        yield answer
+            finally:
+                self.connected = False
+                listener.unsubscribe()
+            if stop():
+                return
+            # The listener ended for good: one plain read says whether it was the
+            # credential (raised) or the store (reported, re-opened after a pause).
+            try:
+                answer = self.fetch()
+            except AuthError:
+                raise
+            except DynconfError as exc:
+                self._report(exc)
+                pace.failed()
+            else:
+                if last is not None and not _same(answer, last):
+                    yield answer
+                last = answer
+                self._report(self._remote("listener stopped; re-opening it"))
+                pace.failed()
+            if self._pause(pace.next_wait(), stop):
+                return
+
+    def close(self) -> None:
+        """Close the client's channel; the source is not used afterwards."""
+        with self._lock:
+            client, self._client = self._client, None
+        if client is not None:
+            client.close()
+
+    # ------------------------------------------------------------------ internals
+    def _report(self, error: DynconfError) -> None:
+        log.warning(
+            "firestore watch failed; retrying",
+            extra={"event": "store_watch_failed", "store": self._description,
+                   "kind": str(error.kind), "reason": error.message},
+        )  # fmt: skip
+        if self.on_failure is not None:
+            self.on_failure(error)
+
+    @staticmethod
+    def _pause(seconds: float, stop: Callable[[], bool]) -> bool:
+        deadline = time.monotonic() + seconds
+        while (left := deadline - time.monotonic()) > 0:
+            if stop():
+                return True
+            time.sleep(min(_SLICE, left))
+        return stop()
+
+    def _remote(self, what: str) -> RemoteError:
+        return RemoteError(f"{self._description} {what}", origin=Origin.remote(self._description))
+
+    def _auth(self, what: str) -> AuthError:
+        return AuthError(f"{self._description} {what}", origin=Origin.remote(self._description))
+
+    def __repr__(self) -> str:
+        return f"FirestoreSource({self._description!r})"
+
+
+def _same(left: Fetched | Absent, right: Fetched | Absent) -> bool:
+    if isinstance(left, Absent) or isinstance(right, Absent):
+        return left is right
+    return left.text == right.text
