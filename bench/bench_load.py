@@ -80,6 +80,7 @@ def ratio_line(name: str, ours: float, base: float, base_name: str) -> str:
 
 def main() -> int:
     from dynaconf import Dynaconf
+
     from dynconf.config import DynamicConfig
 
     with tempfile.TemporaryDirectory() as tmp:

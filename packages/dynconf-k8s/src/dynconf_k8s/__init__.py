@@ -1,1 +1,4 @@
-"""dynconf on Kubernetes: the webhook, agent, operator and node agent (skeleton: each lands with its issue)."""
+"""dynconf on Kubernetes: the webhook, agent, operator and node agent.
+
+Each piece lands with its issue; see the subpackages.
+"""

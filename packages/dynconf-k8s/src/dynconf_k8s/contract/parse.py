@@ -1,0 +1,754 @@
+"""A pod's annotations, judged and resolved into a :class:`Plan`.
+
+The checks run in the contract's order and the first refusal wins, so a pod with two
+problems always hears about the same one first. Every refusal is a :class:`Refusal` whose
+message names the key and the fix. Store-specific rules (which auth method needs what)
+are not here: :mod:`dynconf_k8s.contract.storecheck` asks each store plugin's
+``validate``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+from dynconf_k8s.contract import storecheck
+from dynconf_k8s.contract.installation import Installation
+from dynconf_k8s.contract.knobs import nonempty
+from dynconf_k8s.contract.plan import Also, Plan, Render, mount_dir
+from dynconf_k8s.contract.refusals import PINS_PHRASE, Refusal
+from dynconf_k8s.contract.registry import (
+    ALSO,
+    ALSO_SECTION,
+    PREFIX,
+    annotation,
+    split_key,
+)
+from dynconf_k8s.contract.rules import (
+    ConfigMapRef,
+    RuleError,
+    parse_agent_env,
+    parse_bool,
+    parse_configmap_ref,
+    parse_duration_seconds,
+    parse_file_mode,
+    parse_history,
+    parse_mode,
+    parse_port,
+    parse_positive_seconds,
+    parse_quantity,
+    parse_secret_ref,
+    parse_source,
+    parse_uid,
+    parse_volume_medium,
+    parse_whole_seconds,
+    quantity_bytes,
+)
+
+__all__ = ["INJECTED", "injected_container_present", "parse_pod", "redact_userinfo"]
+
+T = TypeVar("T")
+INJECTED = "injected"
+AGENT = "dynamic-config-agent"
+INIT = "dynamic-config-init"
+_STORE_STRINGS = (
+    "key", "section", "auth", "auth-mount", "auth-role", "auth-username", "auth-token-path",
+    "namespace", "ref", "api-url", "token-secret", "password-secret", "ca-configmap",
+    "tls-secret", "ssh-secret", "aws-secret",
+)  # fmt: skip
+_PAIRS = (("endpoint", "endpoint-secret"), ("template", "template-configmap"))
+_RESOURCES = (
+    ("agent-cpu-request", "10m"),
+    ("agent-memory-request", "32Mi"),
+    ("agent-cpu-limit", None),
+    ("agent-memory-limit", "64Mi"),
+)
+
+
+def redact_userinfo(value: str) -> str:
+    """Hide a URL's userinfo (the last ``@`` of the authority wins; a path's ``@`` stays)."""
+    scheme, sep, rest = value.partition("://")
+    if not sep:
+        return value
+    slash = rest.find("/")
+    authority, tail = (rest, "") if slash == -1 else (rest[:slash], rest[slash:])
+    at = authority.rfind("@")
+    if at == -1:
+        return value
+    return f"{scheme}://…@{authority[at + 1 :]}{tail}"
+
+
+def injected_container_present(spec: Mapping[str, Any]) -> bool:
+    """Whether the pod already carries an injected agent (the idempotence check)."""
+    for group in ("containers", "initContainers"):
+        for container in spec.get(group) or []:
+            if container.get("name") in (AGENT, INIT):
+                return True
+    return False
+
+
+def _pinned(key: str, pod: str, tier: str) -> Refusal:
+    return Refusal(
+        f'{key} is "{redact_userinfo(pod)}", but {PINS_PHRASE} it to "{redact_userinfo(tier)}" '
+        '— match it or drop the annotation (the installer opens the value with a "?" marker, '
+        'or everything with overridable "true")'
+    )
+
+
+class _Pod:
+    """The annotations and spec of one pod, with helpers that refuse in the contract's words."""
+
+    def __init__(
+        self, annotations: Mapping[str, str], spec: Mapping[str, Any], inst: Installation
+    ) -> None:
+        self.ann = annotations
+        self.spec = spec
+        self.inst = inst
+        self.containers: list[Mapping[str, Any]] = list(spec.get("containers") or [])
+
+    def get(self, name: str, suffix: str | None = None) -> str | None:
+        return self.ann.get(annotation(name, suffix))
+
+    def rule(self, name: str, rule: Callable[[str], T], suffix: str | None = None) -> T | None:
+        text = self.get(name, suffix)
+        if text is None:
+            return None
+        try:
+            return rule(text)
+        except RuleError as exc:
+            raise Refusal(f"{annotation(name, suffix)} {exc}") from None
+
+    def flag(self, name: str, default: bool = False) -> bool:
+        value = self.rule(name, parse_bool)
+        return default if value is None else value
+
+    def check_pin(self, name: str, store: str | None, suffix: str | None = None) -> None:
+        text = self.get(name, suffix)
+        tier = self.inst.tier(name, store)
+        if text is not None and tier is not None and tier.pinned and text != tier.text:
+            raise _pinned(annotation(name, suffix), text, tier.text)
+
+    def tiered(
+        self, name: str, rule: Callable[[str], T], store: str | None, suffix: str | None = None
+    ) -> T | None:
+        """Annotation (pin-checked) > per-store > fleet; ``None`` when nobody set it."""
+        self.check_pin(name, store, suffix)
+        value = self.rule(name, rule, suffix)
+        if value is not None:
+            return value
+        tier = self.inst.tier(name, store)
+        return rule(tier.text) if tier is not None else None
+
+    def store_string(self, name: str, store: str | None, suffix: str | None) -> str | None:
+        text = self.get(name, suffix)
+        if text is not None:
+            return text
+        tier = self.inst.store_tier(name, store)
+        return tier.text if tier is not None else None
+
+    def pair(
+        self, names: tuple[str, str], store: str | None, suffix: str | None
+    ) -> tuple[str | None, str | None]:
+        """An either-or pair resolves as a level: any pod half mutes both installation halves."""
+        first, second = (self.get(n, suffix) for n in names)
+        if first is not None or second is not None:
+            return first, second
+        tiers = [self.inst.store_tier(n, store) for n in names]
+        return tuple(t.text if t else None for t in tiers)  # type: ignore[return-value]
+
+    def container_index(self, name: str) -> int | None:
+        for index, container in enumerate(self.containers):
+            if container.get("name") == name:
+                return index
+        return None
+
+
+def _check_keys(pod: _Pod) -> None:
+    for key in pod.ann:
+        if key.startswith(PREFIX) and split_key(key) is None:
+            raise Refusal(
+                f"{key} is not part of the contract; the annotation reference lists every key "
+                "it takes"
+            )
+
+
+def _check_store_pins(pod: _Pod, store: str | None, suffix: str | None) -> None:
+    if store is None:
+        return
+    for name in (*_STORE_STRINGS, "endpoint", "endpoint-secret", "template",
+                 "template-configmap"):  # fmt: skip
+        text = pod.get(name, suffix)
+        tier = pod.inst.store_tier(name, store)
+        if text is not None and tier is not None and tier.pinned and text != tier.text:
+            raise _pinned(annotation(name, suffix), text, tier.text)
+    for first, second in _PAIRS:
+        for mine, other in ((first, second), (second, first)):
+            tier = pod.inst.store_tier(other, store)
+            if pod.get(mine, suffix) is not None and tier is not None and tier.pinned:
+                raise Refusal(
+                    f"{annotation(mine, suffix)} is set, but {PINS_PHRASE} "
+                    f'{annotation(other, suffix)} to "{redact_userinfo(tier.text)}" — the pair '
+                    "answers as one: drop the annotation, or restate the pinned value instead"
+                )
+
+
+def _required(name: str, suffix: str | None) -> Refusal:
+    if suffix:
+        return Refusal(f'render "{suffix}" exists, so {annotation(name, suffix)} is required')
+    extra = ""
+    if name == "source":
+        extra = (
+            " (the installation default is DYNAMIC_CONFIG_AGENT_SOURCE — the chart's "
+            "agent.defaults.source)"
+        )
+    return Refusal(
+        f"{annotation('inject')} is true, so {annotation(name)} is required (per annotation, "
+        f"or as an installation default){extra}"
+    )
+
+
+def _render_common(pod: _Pod, render: Render, suffix: str | None) -> None:
+    """The store-shaped strings of one render, resolved against its store's tier."""
+    store = render.source
+    for name in ("section", "auth", "auth-mount", "auth-role", "auth-username",
+                 "auth-token-path", "namespace", "ref", "api-url", "tls-secret"):  # fmt: skip
+        value = pod.store_string(name, store, suffix)
+        setattr(render, name.replace("-", "_"), value)
+    render.tls_server_name = pod.get("tls-server-name", suffix)
+    for name in ("token-secret", "password-secret"):
+        text = pod.store_string(name, store, suffix)
+        if text is not None:
+            try:
+                setattr(render, name.replace("-", "_"), parse_secret_ref(text))
+            except RuleError as exc:
+                raise Refusal(f"{annotation(name, suffix)} {exc}") from None
+
+
+def _endpoint(pod: _Pod, render: Render, suffix: str | None) -> None:
+    endpoint, endpoint_secret = pod.pair(("endpoint", "endpoint-secret"), render.source, suffix)
+    if endpoint is not None and endpoint_secret is not None:
+        raise Refusal(
+            f"{annotation('endpoint', suffix)} and {annotation('endpoint-secret', suffix)} are "
+            "both set — one address, one place: keep one of them"
+        )
+    if endpoint is None and endpoint_secret is None:
+        raise Refusal(
+            f"{annotation('endpoint', suffix)} is required (or "
+            f"{annotation('endpoint-secret', suffix)} naming a Secret that holds it, or a "
+            "per-store default endpoint)"
+        )
+    render.endpoint = endpoint
+    if endpoint_secret is not None:
+        try:
+            render.endpoint_secret = parse_secret_ref(endpoint_secret)
+        except RuleError as exc:
+            raise Refusal(f"{annotation('endpoint-secret', suffix)} {exc}") from None
+
+
+def _ssh_and_ca(pod: _Pod, render: Render, suffix: str | None) -> None:
+    ssh = pod.store_string("ssh-secret", render.source, suffix)
+    if ssh is not None:
+        if render.auth not in (None, "ssh-key"):
+            raise Refusal(
+                f"{annotation('ssh-secret', suffix)} implies auth ssh-key, but "
+                f"{annotation('auth', suffix)} names another method — drop one of them"
+            )
+        render.ssh = _ref(pod, "ssh-secret", suffix, ssh, "ssh-privatekey")
+    ca = pod.store_string("ca-configmap", render.source, suffix)
+    if ca is not None:
+        render.ca = _ref(pod, "ca-configmap", suffix, ca, "ca.crt")
+
+
+def _ref(pod: _Pod, name: str, suffix: str | None, text: str, default: str) -> ConfigMapRef:
+    try:
+        return parse_configmap_ref(default)(text)
+    except RuleError as exc:
+        raise Refusal(f"{annotation(name, suffix)} {exc}") from None
+
+
+def _skip_verify(pod: _Pod, render: Render, suffix: str | None) -> None:
+    render.tls_skip_verify = bool(pod.rule("tls-skip-verify", parse_bool, suffix))
+    if not render.tls_skip_verify:
+        return
+    if not pod.inst.allow_tls_skip_verify:
+        raise Refusal(
+            f"{annotation('tls-skip-verify', suffix)} is not offered by this installation; an "
+            "administrator enables it with webhook.allowTlsSkipVerify "
+            "(DYNAMIC_CONFIG_WEBHOOK_ALLOW_TLS_SKIP_VERIFY) — or trust the store's CA with "
+            "ca-configmap instead"
+        )
+    if render.ca is not None:
+        raise Refusal(
+            f"{annotation('tls-skip-verify', suffix)} and {annotation('ca-configmap', suffix)} "
+            "contradict each other: naming an authority and not checking it are two answers to "
+            "one question — keep ca-configmap"
+        )
+
+
+def _template(pod: _Pod, render: Render, suffix: str | None) -> None:
+    if (
+        pod.get("template", suffix) is not None
+        and pod.get("template-configmap", suffix) is not None
+    ):
+        raise Refusal(
+            f"{annotation('template', suffix)} and {annotation('template-configmap', suffix)} "
+            "are both set — one template, one place: keep one of them"
+        )
+    inline, configmap = pod.pair(("template", "template-configmap"), render.source, suffix)
+    render.template_inline = inline
+    if configmap is not None:
+        render.template_configmap = _ref(pod, "template-configmap", suffix, configmap, "template")
+
+
+def _named_render(pod: _Pod, name: str, default_dir: str) -> Render:
+    source_text = pod.get("source", name)
+    if source_text is None:
+        raise _required("source", name)
+    source = pod.rule("source", parse_source, name)
+    assert source is not None
+    _check_store_pins(pod, source, name)
+    path = pod.get("path", name)
+    key = pod.store_string("key", source, name)
+    if key is None:
+        raise _required("key", name)
+    if path is None:
+        raise _required("path", name)
+    if mount_dir(path) != default_dir:
+        raise Refusal(
+            f"{annotation('path', name)} is outside {default_dir}: every render shares ONE "
+            f"volume, mounted at the directory of {annotation('path')} — put this file there too"
+        )
+    render = Render(name=name, source=source, key=key, path=path)
+    _render_common(pod, render, name)
+    _endpoint(pod, render, name)
+    _ssh_and_ca(pod, render, name)
+    _skip_verify(pod, render, name)
+    _template(pod, render, name)
+    render.watch_seconds = pod.tiered("watch-seconds", parse_whole_seconds, source, name) or 15
+    render.file_mode = pod.tiered("file-mode", parse_file_mode, source, name)
+    render.metrics_port = pod.rule("metrics-port", parse_port, name) or None
+    return render
+
+
+def _suffixes(pod: _Pod) -> tuple[list[str], list[str], list[str]]:
+    named: set[str] = set()
+    also: set[str] = set()
+    also_section: set[str] = set()
+    for key in pod.ann:
+        if not key.startswith(PREFIX):
+            continue
+        split = split_key(key)
+        if split is None or split[1] is None:
+            continue
+        base, suffix = split[0], split[1]
+        {ALSO: also, ALSO_SECTION: also_section}.get(base, named).add(suffix)
+    return sorted(named), sorted(also), sorted(also_section)
+
+
+def _notify(pod: _Pod, mode: str) -> str | None:
+    url = pod.get("notify-http")
+    if url is None:
+        return None
+    if mode == "init":
+        raise Refusal(
+            f"{annotation('notify-http')} has nothing to notify under mode init: the agent "
+            "writes once and exits before the application starts — drop it or use sidecar/both"
+        )
+    rest = url[len("http://") :] if url.startswith("http://") else None
+    host, port = "", ""
+    if rest is not None:
+        authority = rest.split("/", 1)[0]
+        if authority.startswith("[::1]:"):
+            host, port = "[::1]", authority[len("[::1]:") :]
+        elif authority.startswith("::1:"):
+            host, port = "::1", authority[len("::1:") :]
+        else:
+            host, _, port = authority.rpartition(":")
+    if host not in ("localhost", "127.0.0.1", "[::1]", "::1") or not (
+        port.isascii() and port.isdigit() and 0 < int(port) <= 65535
+    ):
+        raise Refusal(
+            f"{annotation('notify-http')} must be a loopback address with a port — "
+            "http://127.0.0.1:<port>, http://localhost:<port> or http://[::1]:<port>, with an "
+            "optional path: an agent that POSTs anywhere else would carry this pod's store "
+            "credential off the pod"
+        )
+    return url
+
+
+def parse_pod(
+    pod_object: Mapping[str, Any], installation: Installation
+) -> tuple[Plan | None, list[str]]:
+    """Judge a pod: ``(None, [])`` when it asks for nothing, else its plan and warnings.
+
+    Raises :class:`Refusal` for the first problem in the contract's order. The idempotence
+    pass-through (a marked pod that already carries the agent) is the caller's check.
+    """
+    metadata = pod_object.get("metadata") or {}
+    spec = pod_object.get("spec") or {}
+    annotations: Mapping[str, str] = metadata.get("annotations") or {}
+    pod = _Pod(annotations, spec, installation)
+    inst = installation
+
+    status = pod.get("status")
+    if status is not None and status != INJECTED:
+        raise Refusal(
+            f"{annotation('status')} is written by the webhook and is not a pod's to set; drop "
+            f'it (to opt out, set {annotation("inject")} to "false")'
+        )
+    if status == INJECTED:
+        raise Refusal(
+            f"{annotation('status')} says injected, but the pod carries no injected agent — a "
+            "copied manifest? Drop the annotation and let the webhook inject"
+        )
+    inject = pod.get("inject")
+    if inject is None or inject == "false":
+        return None, []
+    if inject != "true":
+        raise Refusal(f'{annotation("inject")} takes "true" or "false"')
+    _check_keys(pod)
+
+    source = pod.rule("source", parse_source)
+    fleet_source = inst.fleet.get("source")
+    if (
+        source is not None
+        and fleet_source is not None
+        and fleet_source.pinned
+        and (source != fleet_source.text)
+    ):
+        raise _pinned(annotation("source"), source, fleet_source.text)
+    store = source or (fleet_source.text if fleet_source else None)
+    _check_store_pins(pod, store, None)
+
+    mode = pod.tiered("mode", parse_mode, store) or "sidecar"
+    watch = pod.tiered("watch-seconds", parse_whole_seconds, store)
+    for name in ("token-secret", "password-secret", "endpoint-secret"):
+        pod.rule(name, parse_secret_ref)
+    default = Render(name=None, source=store or "", key="", path="")
+    default.watch_seconds = 15 if watch is None else watch
+    _render_common(pod, default, None)
+    _endpoint(pod, default, None)
+    _ssh_and_ca(pod, default, None)
+    _skip_verify(pod, default, None)
+
+    plan = Plan(
+        default=default,
+        mode=mode,
+        image=inst.image,
+        installation_image=inst.image,
+        pull_secret=inst.pull_secret,
+        fleet_env=list(inst.fleet_env),
+    )
+    plan.volume_medium = pod.tiered("volume-medium", parse_volume_medium, store) or "memory"
+    native = pod.tiered("native-sidecar", parse_bool, store)
+    plan.native_sidecar = bool(native)
+    for name, _builtin in _RESOURCES:
+        pod.check_pin(name, store)
+    for name, builtin in _RESOURCES:
+        value = pod.tiered(name, parse_quantity, store) or builtin
+        if value is not None:
+            target = plan.requests if name.endswith("request") else plan.limits
+            target[name.split("-")[1]] = value
+    ephemeral_request = pod.rule("agent-ephemeral-request", parse_quantity)
+    ephemeral_limit = pod.rule("agent-ephemeral-limit", parse_quantity)
+    if ephemeral_request and ephemeral_limit:
+        low, high = quantity_bytes(ephemeral_request), quantity_bytes(ephemeral_limit)
+        if low is not None and high is not None and low > high:
+            raise Refusal(
+                f"{annotation('agent-ephemeral-request')} is larger than "
+                f"{annotation('agent-ephemeral-limit')}; a request cannot exceed its limit"
+            )
+    if ephemeral_request:
+        plan.requests["ephemeral-storage"] = ephemeral_request
+    if ephemeral_limit:
+        plan.limits["ephemeral-storage"] = ephemeral_limit
+    default.file_mode = pod.tiered("file-mode", parse_file_mode, store)
+    pod.check_pin("agent-run-as-user", store)
+    pod.check_pin("agent-run-as-group", store)
+    plan.run_as_user = pod.tiered("agent-run-as-user", parse_uid, store) or 65532
+    plan.run_as_group = pod.tiered("agent-run-as-group", parse_uid, store) or 65532
+    _same_user(pod, plan)
+
+    env_inject = pod.get("env-inject")
+    if env_inject is not None and mode == "sidecar":
+        raise Refusal(
+            f"{annotation('env-inject')} needs the file before the container starts, and mode "
+            "sidecar renders it beside the container — use mode init or both"
+        )
+    plan.env_restart = pod.flag("env-restart")
+    if plan.env_restart and env_inject is None:
+        raise Refusal(
+            f"{annotation('env-restart')} restarts the env-injected container, and "
+            f"{annotation('env-inject')} names none — set it, or drop env-restart"
+        )
+    if plan.env_restart and mode != "both":
+        raise Refusal(
+            f"{annotation('env-restart')} needs mode both: the init agent writes the file the "
+            "container starts with, the watcher notices it change"
+        )
+    aws = pod.store_string("aws-secret", store, None)
+    if pod.get("aws-secret") is not None and store != "s3":
+        raise Refusal(
+            f"{annotation('aws-secret')} carries AWS keys for an s3 source, and this render "
+            "reads another store — drop it"
+        )
+    plan.aws_secret = aws if store == "s3" else None
+    port = pod.tiered("metrics-port", parse_port, store)
+    default.metrics_port = port or None
+    plan.meta = pod.flag("meta")
+    plan.dynamic = pod.flag("dynamic")
+    plan.revoke_on_shutdown = pod.flag("revoke-on-shutdown", default=True)
+    plan.revoke_grace = _revoke_grace(pod, plan)
+    plan.init_first = pod.flag("init-first")
+    if plan.init_first and mode == "sidecar":
+        raise Refusal(
+            f"{annotation('init-first')} orders the init agent, and mode sidecar has none — "
+            "use mode init or both, or drop it"
+        )
+    plan.notify_http = _notify(pod, mode)
+    default.tls_reload = pod.flag("tls-reload", default=True)
+    plan.history = pod.rule("history", parse_history)
+    if plan.history is not None and plan.volume_medium == "disk":
+        raise Refusal(
+            f"{annotation('history')} would keep replaced documents on node-backed storage "
+            f"under {annotation('volume-medium')} disk — drop one of them"
+        )
+    plan.canary = _canary(pod, mode)
+    default.timeout = pod.rule("timeout", parse_positive_seconds)
+    _agent_image(pod, plan)
+    plan.events = pod.flag("events")
+    if plan.events and not inst.allow_events:
+        raise Refusal(
+            f"{annotation('events')} is not offered by this installation; an administrator "
+            "enables it with webhook.allowEvents (DYNAMIC_CONFIG_WEBHOOK_ALLOW_EVENTS) and the "
+            "agent.events Role"
+        )
+    plan.on_drift = pod.rule("on-drift", _one_of("warn", "repair", "fail"))
+    if not plan.revoke_on_shutdown and not plan.dynamic:
+        raise Refusal(
+            f"{annotation('revoke-on-shutdown')} is about a lease, and only "
+            f"{annotation('dynamic')} renders hold one — drop it or set dynamic"
+        )
+    plan.readiness = pod.flag("readiness", default=True)
+    plan.require_ack = pod.flag("require-ack")
+    if plan.require_ack and not plan.readiness:
+        raise Refusal(
+            f"{annotation('require-ack')} makes the acknowledgement part of readiness, and "
+            f"{annotation('readiness')} is false — drop one of them"
+        )
+    if plan.require_ack and mode == "init":
+        raise Refusal(
+            f"{annotation('require-ack')} needs a watching agent to answer /applied, and mode "
+            "init has none — use sidecar or both"
+        )
+    _agent_env(pod, plan)
+    _inject_containers(pod, plan)
+    _env_inject_container(pod, plan, env_inject)
+    _template(pod, default, None)
+
+    path = pod.get("path")
+    if path is not None:
+        default_dir = mount_dir(path)
+    else:
+        tier_path = inst.tier("path", store)
+        default_dir = mount_dir(tier_path.text) if tier_path else "/config"
+    named_names, also_names, also_sections = _suffixes(pod)
+    plan.named = [_named_render(pod, name, default_dir) for name in named_names]
+    plan.also = _also(pod, also_names, also_sections, default_dir)
+
+    pod.check_pin("path", store)
+    path = path if path is not None else _tier_text(inst, "path", store)
+    if path is None:
+        raise _required("path", None)
+    default.path = nonempty(path)
+    if store is None:
+        raise _required("source", None)
+    key = pod.store_string("key", store, None)
+    if key is None:
+        raise _required("key", None)
+    default.key = key
+
+    plan.extra_secret = pod.get("extra-secret")
+    schema = pod.get("schema-configmap")
+    plan.schema = _ref(pod, "schema-configmap", None, schema, "schema.json") if schema else None
+    plan.startup_policy = pod.get("startup-policy")
+    plan.on_delete = pod.get("on-delete")
+    plan.max_document_bytes = pod.get("max-document-bytes")
+    plan.max_staleness = pod.rule("max-staleness", parse_duration_seconds)
+
+    for render in (default, *plan.named):
+        storecheck.check(render, plan)
+    from dynconf_k8s.contract.warnings import warnings_for
+
+    return plan, warnings_for(pod.ann, plan)
+
+
+def _tier_text(inst: Installation, name: str, store: str | None) -> str | None:
+    tier = inst.tier(name, store)
+    return tier.text if tier else None
+
+
+def _one_of(*choices: str) -> Callable[[str], str]:
+    def rule(text: str) -> str:
+        if text in choices:
+            return text
+        raise RuleError("takes " + ", ".join(choices[:-1]) + " or " + choices[-1])
+
+    return rule
+
+
+def _same_user(pod: _Pod, plan: Plan) -> None:
+    if not pod.flag("agent-run-as-same-user"):
+        return
+    if pod.get("agent-run-as-user") is not None:
+        raise Refusal(
+            f"{annotation('agent-run-as-same-user')} and {annotation('agent-run-as-user')} both "
+            "choose the agent's uid — keep one of them"
+        )
+    first = pod.containers[0].get("securityContext") or {} if pod.containers else {}
+    pod_context = pod.spec.get("securityContext") or {}
+    uid = first.get("runAsUser", pod_context.get("runAsUser"))
+    if uid is None:
+        raise Refusal(
+            f"{annotation('agent-run-as-same-user')} has no runAsUser to inherit: set one on "
+            "the first container or the pod, or use agent-run-as-user"
+        )
+    if int(uid) == 0:
+        raise Refusal(
+            f"{annotation('agent-run-as-same-user')} would run the agent as root (the "
+            "application's uid is 0); the agent stays nonroot — use agent-run-as-user"
+        )
+    plan.run_as_user = int(uid)
+    gid = first.get("runAsGroup", pod_context.get("runAsGroup"))
+    if gid:
+        plan.run_as_group = int(gid)
+
+
+def _revoke_grace(pod: _Pod, plan: Plan) -> int | None:
+    grace = pod.rule("revoke-grace", parse_duration_seconds)
+    if grace is None:
+        return None
+    budget = pod.spec.get("terminationGracePeriodSeconds", 30)
+    if grace > int(budget):
+        raise Refusal(
+            f"{annotation('revoke-grace')} is longer than the pod's "
+            f"terminationGracePeriodSeconds ({budget}); the kubelet would kill the agent "
+            "mid-revoke — shorten it or raise the pod's grace period"
+        )
+    if not plan.dynamic:
+        raise Refusal(
+            f"{annotation('revoke-grace')} bounds revoking a lease, and only "
+            f"{annotation('dynamic')} renders hold one — drop it or set dynamic"
+        )
+    return grace
+
+
+def _canary(pod: _Pod, plan_mode: str) -> ConfigMapRef | None:
+    text = pod.get("canary-configmap")
+    if text is None:
+        return None
+    if plan_mode == "init":
+        raise Refusal(
+            f"{annotation('canary-configmap')} holds documents back for a watching agent, and "
+            "mode init publishes once and exits — use sidecar or both"
+        )
+    return _ref(pod, "canary-configmap", None, text, "percent")
+
+
+def _agent_image(pod: _Pod, plan: Plan) -> None:
+    image = pod.get("agent-image")
+    if image is None:
+        return
+    if not any(image.startswith(prefix) for prefix in pod.inst.agent_image_allow):
+        raise Refusal(
+            f"{annotation('agent-image')} names an image no webhook.agentImageAllow prefix "
+            "(DYNAMIC_CONFIG_WEBHOOK_AGENT_IMAGE_ALLOW) admits; drop it to use the "
+            "installation's agent, or ask an administrator to allow the prefix"
+        )
+    plan.image = image
+
+
+def _agent_env(pod: _Pod, plan: Plan) -> None:
+    pairs = pod.rule("agent-env", parse_agent_env)
+    if pairs is None:
+        return
+    if plan.aws_secret is not None:
+        for name, _value in pairs:
+            if name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+                raise Refusal(
+                    f"{annotation('agent-env')} sets {name}, which {annotation('aws-secret')} "
+                    "already sets — one credential, one place: drop it from agent-env"
+                )
+    plan.agent_env = pairs
+
+
+def _inject_containers(pod: _Pod, plan: Plan) -> None:
+    text = pod.get("inject-containers")
+    if text is None:
+        plan.mount_containers = list(range(len(pod.containers)))
+        return
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        raise Refusal(
+            f"{annotation('inject-containers')} names no container — a render nothing can read "
+            "is a render nobody asked for; name the containers, or drop it for all of them"
+        )
+    indices = []
+    for name in names:
+        index = pod.container_index(name)
+        if index is None:
+            raise Refusal(
+                f'{annotation("inject-containers")} names "{name}", and this pod has no such '
+                "container; fix the name"
+            )
+        indices.append(index)
+    plan.mount_containers = sorted(set(indices))
+
+
+def _env_inject_container(pod: _Pod, plan: Plan, name: str | None) -> None:
+    if name is None:
+        return
+    index = pod.container_index(name)
+    if index is None:
+        raise Refusal(
+            f'{annotation("env-inject")} names "{name}", and this pod has no such container; '
+            "fix the name"
+        )
+    if index not in plan.mount_containers:
+        raise Refusal(
+            f"{annotation('env-inject')} names a container {annotation('inject-containers')} "
+            "leaves out; the wrapper sources the rendered file, so add it there"
+        )
+    if not pod.containers[index].get("command"):
+        raise Refusal(
+            f'{annotation("env-inject")} needs an explicit command on container "{name}": the '
+            "wrapper runs it after sourcing the file, and an image ENTRYPOINT is invisible here "
+            "— set command (and args) on the container"
+        )
+    if plan.env_restart and pod.containers[index].get("livenessProbe"):
+        raise Refusal(
+            f'{annotation("env-restart")} adds a livenessProbe, and container "{name}" already '
+            "has one — drop env-restart or the container's probe"
+        )
+    plan.env_inject = index
+
+
+def _also(pod: _Pod, names: list[str], sections: list[str], default_dir: str) -> list[Also]:
+    out = []
+    for name in sections:
+        if name not in names:
+            raise Refusal(
+                f"{annotation(ALSO_SECTION, name)} has no {annotation(ALSO, name)} naming the "
+                "file it cuts; add the path or drop the section"
+            )
+    for name in names:
+        path = pod.get(ALSO, name) or ""
+        if not path.startswith("/"):
+            raise Refusal(f"{annotation(ALSO, name)} takes an absolute path")
+        if mount_dir(path) != default_dir:
+            raise Refusal(
+                f"{annotation(ALSO, name)} lands outside {default_dir}; it lands in the same "
+                f"directory as {annotation('path')} (one shared volume)"
+            )
+        out.append(Also(name, path, pod.get(ALSO_SECTION, name)))
+    return out

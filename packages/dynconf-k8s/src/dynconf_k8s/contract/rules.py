@@ -1,0 +1,270 @@
+"""Value rules shared by annotations and installation settings.
+
+Every rule is a function from the written string to its parsed value that raises
+:class:`RuleError` with the part of a sentence that says what the value must be. The caller
+prefixes the place the value came from (an annotation key, an environment variable, a
+document key), so an annotation and the installation default standing in for it are refused
+with the same words. Rules never repeat the value: some of these strings sit next to
+credentials.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from typing import Final
+
+from dynconf.errors import TypeMismatchError
+from dynconf.units import parse_seconds_or_duration
+
+__all__ = [
+    "MODES",
+    "STORES",
+    "ConfigMapRef",
+    "RuleError",
+    "SecretRef",
+    "parse_agent_env",
+    "parse_bool",
+    "parse_configmap_ref",
+    "parse_duration_seconds",
+    "parse_file_mode",
+    "parse_history",
+    "parse_mode",
+    "parse_port",
+    "parse_positive_seconds",
+    "parse_quantity",
+    "parse_secret_ref",
+    "parse_source",
+    "parse_uid",
+    "parse_volume_medium",
+    "parse_whole_seconds",
+    "quantity_bytes",
+]
+
+STORES: Final = (
+    "consul",
+    "vault",
+    "config-server",
+    "firestore",
+    "git",
+    "redis",
+    "etcd",
+    "nats",
+    "s3",
+)
+"""The nine stores, in the contract's order (refusals list them this way)."""
+
+MODES: Final = ("init", "sidecar", "both")
+_ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]*")
+_SUFFIX_BYTES: Final = {
+    "": 1,
+    "k": 1000,
+    "M": 1000**2,
+    "G": 1000**3,
+    "Ki": 1024,
+    "Mi": 1024**2,
+    "Gi": 1024**3,
+}
+
+
+class RuleError(ValueError):
+    """A value broke its rule; ``str()`` is the rule, phrased to follow "<where> ..."."""
+
+
+def parse_bool(text: str) -> bool:
+    if text == "true":
+        return True
+    if text == "false":
+        return False
+    raise RuleError('takes "true" or "false"')
+
+
+def parse_mode(text: str) -> str:
+    if text in MODES:
+        return text
+    raise RuleError("takes init, sidecar or both")
+
+
+def parse_volume_medium(text: str) -> str:
+    if text in ("memory", "disk"):
+        return text
+    raise RuleError("takes memory or disk")
+
+
+def parse_source(text: str) -> str:
+    if text in STORES:
+        return text
+    raise RuleError(
+        "names a store this integration does not know; use one of: " + ", ".join(STORES)
+    )
+
+
+def parse_whole_seconds(text: str) -> int:
+    if text.isascii() and text.isdigit():
+        return int(text)
+    raise RuleError("takes whole seconds, for example 15")
+
+
+def parse_positive_seconds(text: str) -> int:
+    seconds = parse_whole_seconds(text)
+    if seconds == 0:
+        raise RuleError(
+            'is "0", which would mean no deadline at all; give whole seconds above zero, or drop '
+            "it to keep the store's own"
+        )
+    return seconds
+
+
+def parse_duration_seconds(text: str) -> int:
+    """Whole seconds or a duration (``90s``, ``15m``, ``6h``, ``1d``), above zero.
+
+    The agent's flag grammar takes whole seconds, so the result is rounded up to them.
+    """
+    try:
+        seconds = parse_seconds_or_duration(text)
+    except TypeMismatchError:
+        raise RuleError(
+            "takes whole seconds (300) or a duration with a unit: s, m, h or d (90s, 15m, 6h)"
+        ) from None
+    if seconds <= 0:
+        raise RuleError("cannot be zero; give a length of time above zero")
+    return math.ceil(seconds)
+
+
+def parse_quantity(text: str) -> str:
+    """A Kubernetes quantity as the reference checks it: a leading digit, then alnum or dot."""
+    if (
+        text
+        and text[0].isascii()
+        and text[0].isdigit()
+        and all(ch.isascii() and (ch.isalnum() or ch == ".") for ch in text)
+    ):
+        return text
+    raise RuleError("is not a Kubernetes quantity; write one such as 10m, 64Mi or 1")
+
+
+def quantity_bytes(text: str) -> float | None:
+    """Bytes in a quantity with a known suffix; ``None`` skips a comparison."""
+    match = re.fullmatch(r"([0-9.]+)([A-Za-z]*)", text)
+    if match is None or match.group(2) not in _SUFFIX_BYTES:
+        return None
+    try:
+        return float(match.group(1)) * _SUFFIX_BYTES[match.group(2)]
+    except ValueError:
+        return None
+
+
+def parse_file_mode(text: str) -> int:
+    digits = text[2:] if text.startswith("0o") else text
+    if not digits or not all(ch in "01234567" for ch in digits):
+        raise RuleError("is not octal; write a mode such as 0640")
+    mode = int(digits, 8)
+    if mode > 0o777:
+        raise RuleError(
+            "is past 0777 and at most 0777 is taken: setuid, setgid and sticky bits answer no "
+            "question about a configuration file"
+        )
+    if not mode & 0o400:
+        raise RuleError(
+            "leaves the owner unable to read the file, and a file its owner cannot read is "
+            "write-only noise; give the owner read (0400 and up)"
+        )
+    return mode
+
+
+def parse_uid(text: str) -> int:
+    if not (text.isascii() and text.isdigit()):
+        raise RuleError("takes a numeric id, for example 1000")
+    value = int(text)
+    if value == 0:
+        raise RuleError("is 0 (root), and the agent stays nonroot in every configuration")
+    return value
+
+
+def parse_port(text: str) -> int:
+    if text.isascii() and text.isdigit() and int(text) <= 65535:
+        return int(text)
+    raise RuleError('is not a port; give 1-65535, or "0" to opt out of the default')
+
+
+def parse_history(text: str) -> int:
+    if not (text.isascii() and text.isdigit()):
+        raise RuleError("takes how many replaced generations to keep, 1 to 10")
+    count = int(text)
+    if count == 0:
+        raise RuleError('is "0"; drop it to keep no history, or give 1 to 10')
+    if count > 10:
+        raise RuleError("keeps at most 10 generations; every one is charged to the volume")
+    return count
+
+
+class SecretRef(tuple[str, str]):
+    """``(secret, key)`` of a ``<secret-name>/<key>`` value."""
+
+    __slots__ = ()
+
+    @property
+    def secret(self) -> str:
+        return self[0]
+
+    @property
+    def key(self) -> str:
+        return self[1]
+
+
+def parse_secret_ref(text: str) -> SecretRef:
+    name, slash, key = text.partition("/")
+    if not slash or not name or not key:
+        raise RuleError("names a Secret and a key in it; the form is <secret-name>/<key>")
+    return SecretRef((name, key))
+
+
+class ConfigMapRef(tuple[str, str]):
+    """``(name, key)`` of a ``name`` or ``name/key`` value, the key defaulted by the caller."""
+
+    __slots__ = ()
+
+    @property
+    def name(self) -> str:
+        return self[0]
+
+    @property
+    def key(self) -> str:
+        return self[1]
+
+
+def parse_configmap_ref(default_key: str) -> Callable[[str], ConfigMapRef]:
+    """A rule for ``name`` or ``name/key`` with ``default_key`` when the key is left out."""
+
+    def parse(text: str) -> ConfigMapRef:
+        name, slash, key = text.partition("/")
+        if not name or (slash and not key):
+            raise RuleError(f"takes a name, or name/key (the key defaults to {default_key})")
+        return ConfigMapRef((name, key or default_key))
+
+    return parse
+
+
+def parse_agent_env(text: str) -> list[tuple[str, str]]:
+    """``NAME=value, NAME=value``: UPPER_SNAKE names, no comma in values, no name twice."""
+    pairs: list[tuple[str, str]] = []
+    seen: set[str] = set()
+    entries = [entry.strip() for entry in text.split(",")]
+    if not any(entries):
+        raise RuleError("is empty; give NAME=value entries separated by commas, or drop it")
+    for entry in entries:
+        name, equals, value = entry.partition("=")
+        name = name.strip()
+        if not equals:
+            raise RuleError("takes NAME=value entries separated by commas")
+        if not _ENV_NAME.fullmatch(name):
+            raise RuleError(
+                "names a variable that is not UPPER_SNAKE (A-Z, 0-9 and _, not starting with "
+                "a digit)"
+            )
+        if name in seen:
+            raise RuleError(f"sets {name} twice; keep one")
+        seen.add(name)
+        pairs.append((name, value.strip()))
+    return pairs

@@ -1,0 +1,179 @@
+"""Admission as a pure function: an AdmissionReview and an installation in, a response out.
+
+The flow is the contract's: no object → allowed; a pod already marked and carrying the
+agent → allowed untouched; class defaults; the annotation parser (first refusal wins);
+the source and agent-env gates for the pod's namespace; the container-name collision
+check; then the patch. Nothing here touches the network or the API server, which is what
+keeps a busy API server from failing every pod creation.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from dynconf_k8s.contract.installation import Installation
+from dynconf_k8s.contract.parse import INJECTED, injected_container_present, parse_pod
+from dynconf_k8s.contract.plan import Plan
+from dynconf_k8s.contract.refusals import CONFLICT, POLICY, Refusal
+from dynconf_k8s.contract.registry import annotation
+from dynconf_k8s.webhook.classes import ClassMap, apply_class
+from dynconf_k8s.webhook.patch import build_patch, container_names
+
+__all__ = ["Decision", "admit", "decide", "dumps_compact", "dumps_pretty"]
+
+API_VERSION: Final = "admission.k8s.io/v1"
+
+
+def dumps_compact(value: object) -> str:
+    """Compact JSON with sorted keys (the patch's bytes)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def dumps_pretty(value: object) -> str:
+    """2-space JSON with sorted keys (the golden files' bytes)."""
+    return json.dumps(value, sort_keys=True, indent=2, ensure_ascii=False)
+
+
+@dataclass
+class Decision:
+    """What admission decided, with what the server counts and logs about it."""
+
+    response: dict[str, Any]
+    outcome: str
+    reason: str | None = None
+    patch_bytes: int = 0
+    namespace: str = ""
+    pod: str = ""
+    source: str | None = None
+    warnings: list[str] = field(default_factory=list)
+
+
+def _review(response: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": API_VERSION, "kind": "AdmissionReview", "response": response}
+
+
+def _source_gates(plan: Plan, installation: Installation, namespace: str) -> None:
+    shown = namespace or "(none)"
+    for render in (plan.default, *plan.named):
+        key = annotation("source", render.name)
+        if installation.source_deny.matches(namespace, render.source):
+            raise Refusal(
+                f'{key} is "{render.source}", which webhook.sourceDeny '
+                f"(DYNAMIC_CONFIG_WEBHOOK_SOURCE_DENY) turns off in namespace {shown} — use "
+                "another store, or ask the installer",
+                reason=POLICY,
+            )
+        allow = installation.source_allow
+        if not allow.empty and not allow.matches(namespace, render.source):
+            allowed = allow.names_for(namespace)
+            listing = (
+                "allowed here: " + ", ".join(allowed)
+                if allowed
+                else "no source is currently allowed here"
+            )
+            raise Refusal(
+                f'{key} is "{render.source}", which webhook.sourceAllow '
+                f"(DYNAMIC_CONFIG_WEBHOOK_SOURCE_ALLOW) does not allow in namespace {shown}; "
+                f"{listing}",
+                reason=POLICY,
+            )
+
+
+def _env_gate(plan: Plan, installation: Installation, namespace: str) -> None:
+    shown = namespace or "(none)"
+    for name, _value in plan.agent_env:
+        if installation.agent_env_allow.matches(namespace, name):
+            continue
+        allowed = installation.agent_env_allow.names_for(namespace)
+        listing = (
+            "allowed here: " + ", ".join(allowed)
+            if allowed
+            else "nothing is currently allowed here"
+        )
+        raise Refusal(
+            f"{annotation('agent-env')} sets {name}, which webhook.agentEnvAllow "
+            f"(DYNAMIC_CONFIG_WEBHOOK_AGENT_ENV_ALLOW) does not allow in namespace {shown}; "
+            f"{listing}",
+            reason=POLICY,
+        )
+
+
+def _collisions(pod: Mapping[str, Any], plan: Plan) -> None:
+    spec = pod.get("spec") or {}
+    taken = {
+        c.get("name") for group in ("containers", "initContainers") for c in spec.get(group) or []
+    }
+    for name in container_names(plan):
+        if name in taken:
+            raise Refusal(
+                f'this pod already has a container called "{name}", and the injection needs '
+                f'that name — rename yours, or set {annotation("inject")} to "false"',
+                reason=CONFLICT,
+            )
+
+
+def decide(
+    review: Mapping[str, Any],
+    installation: Installation,
+    classes: ClassMap | None = None,
+) -> Decision:
+    """Judge one AdmissionReview (v1)."""
+    request = review.get("request") or {}
+    uid = request.get("uid", "")
+    pod = request.get("object")
+    if not pod:
+        return Decision(_review({"allowed": True, "uid": uid}), "skipped")
+    metadata = pod.get("metadata") or {}
+    namespace = request.get("namespace") or metadata.get("namespace") or ""
+    name = metadata.get("name") or metadata.get("generateName") or ""
+    annotations = metadata.get("annotations") or {}
+    base = Decision(_review({"allowed": True, "uid": uid}), "skipped", namespace=namespace,
+                    pod=name, source=annotations.get(annotation("source")))  # fmt: skip
+    if annotations.get(annotation("status")) == INJECTED and injected_container_present(
+        pod.get("spec") or {}
+    ):
+        return base
+    try:
+        if annotation("class") in annotations:
+            pod = apply_class(pod, namespace, installation, classes)
+            base.source = (pod["metadata"]["annotations"]).get(annotation("source"))
+        plan, warnings = parse_pod(pod, installation)
+        if plan is None:
+            return base
+        base.source = plan.default.source
+        _source_gates(plan, installation, namespace)
+        _env_gate(plan, installation, namespace)
+        _collisions(pod, plan)
+    except Refusal as refusal:
+        response = {
+            "allowed": False,
+            "status": {"code": refusal.code, "message": refusal.message,
+                       "reason": refusal.reason},
+            "uid": uid,
+        }  # fmt: skip
+        base.response = _review(response)
+        base.outcome = "refused"
+        base.reason = refusal.reason
+        return base
+    patch = base64.b64encode(dumps_compact(build_patch(pod, plan)).encode()).decode()
+    response = {"allowed": True, "patch": patch, "patchType": "JSONPatch", "uid": uid}
+    if warnings:
+        response["warnings"] = warnings
+    base.response = _review(response)
+    base.outcome = "patched"
+    base.patch_bytes = len(patch)
+    base.warnings = warnings
+    return base
+
+
+def admit(
+    review: Mapping[str, Any],
+    installation: Installation,
+    classes: ClassMap | None = None,
+) -> dict[str, Any]:
+    """The AdmissionReview response for one request."""
+    return decide(review, installation, classes).response

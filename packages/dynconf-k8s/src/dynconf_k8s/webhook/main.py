@@ -1,0 +1,54 @@
+"""``dynamic-config-webhook``: ``serve`` (the admission server) and ``validate FILE…``.
+
+Both read the installation from the process environment (and the mounted document) and
+refuse to go on when it is not valid, listing every problem — a typo stops the install,
+never the first admission.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Sequence
+
+from dynconf.logs import configure_logging
+from dynconf_k8s.contract.installation import InstallationError
+
+__all__ = ["main"]
+
+_USAGE = """usage: dynamic-config-webhook serve
+       dynamic-config-webhook validate <pod.yaml>...
+"""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; returns the exit code (and ``sys.exit``s with it from the console script)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    command = args[0] if args else "serve"
+    try:
+        if command == "validate":
+            from dynconf_k8s.webhook.settings import load_installation
+            from dynconf_k8s.webhook.validate import run_validate
+
+            return run_validate(args[1:], load_installation(), sys.stdout, sys.stderr)
+        if command == "serve":
+            from dynconf_k8s.webhook.server import NoTlsMaterial, serve
+            from dynconf_k8s.webhook.settings import WebhookSettings
+
+            configure_logging()
+            settings = WebhookSettings.from_environ()
+            try:
+                asyncio.run(serve(settings))
+            except NoTlsMaterial as exc:
+                sys.stderr.write(f"dynamic-config-webhook: {exc}\n")
+                return 1
+            return 0
+    except InstallationError as exc:
+        sys.stderr.write(f"dynamic-config-webhook: {exc}\n")
+        return 1
+    sys.stderr.write(_USAGE)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

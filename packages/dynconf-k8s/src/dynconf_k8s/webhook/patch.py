@@ -1,0 +1,377 @@
+"""The JSON patch that injects the agent, op by op in the contract's order.
+
+Order matters and is golden-locked: the status mark, the volumes (the shared volume first,
+then auxiliary volumes in a fixed order), the shared mount in each selected container, the
+pull secret, the env-inject wrapper, the init agent(s), then the watcher(s). Secrets reach
+the agent as Secret-backed variables and key material as read-only mounts into the agent
+alone; no value ever rides an argument.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from dynconf_k8s.contract.parse import AGENT, INIT, INJECTED
+from dynconf_k8s.contract.plan import Plan, Render
+
+__all__ = ["ETC", "VOLUME", "agent_container", "build_patch", "container_names"]
+
+VOLUME: Final = "dynamic-config"
+ETC: Final = "/etc/dynamic-config"
+SIZE_LIMIT: Final = "16Mi"
+_STATUS_PATH: Final = "/metadata/annotations/dynamic-config.rs~1status"
+
+Json = dict[str, Any]
+
+
+def _add(path: str, value: object) -> Json:
+    return {"op": "add", "path": path, "value": value}
+
+
+def _suffixed(base: str, render: Render) -> str:
+    return f"{base}-{render.name}" if render.name else base
+
+
+def container_names(plan: Plan) -> list[str]:
+    """Every container name the injection adds (the collision check uses exactly these)."""
+    names = []
+    for render in (plan.default, *plan.named):
+        if plan.inits:
+            names.append(_suffixed(INIT, render))
+        if plan.watches:
+            names.append(_suffixed(AGENT, render))
+    return names
+
+
+def _volumes(plan: Plan) -> list[Json]:
+    empty_dir: Json = {"sizeLimit": SIZE_LIMIT}
+    if plan.volume_medium == "memory":
+        empty_dir = {"medium": "Memory", "sizeLimit": SIZE_LIMIT}
+    out: list[Json] = [{"name": VOLUME, "emptyDir": empty_dir}]
+    default = plan.default
+    if default.ca:
+        out.append({"name": "dynamic-config-ca", "configMap": {"name": default.ca.name}})
+    if default.ssh:
+        out.append(_secret("dynamic-config-ssh", default.ssh.name, 0o400))
+    if plan.extra_secret:
+        out.append(_secret("dynamic-config-extra", plan.extra_secret, 0o444))
+    if plan.canary:
+        out.append({"name": "dynamic-config-canary", "configMap": {"name": plan.canary.name}})
+    if default.tls_secret:
+        out.append(_secret("dynamic-config-client-tls", default.tls_secret, 0o444))
+    for render in plan.named:
+        if render.ca:
+            out.append({"name": f"dynamic-config-ca-{render.name}",
+                        "configMap": {"name": render.ca.name}})  # fmt: skip
+        if render.ssh:
+            out.append(_secret(f"dynamic-config-ssh-{render.name}", render.ssh.name, 0o400))
+        if render.tls_secret:
+            out.append(
+                _secret(f"dynamic-config-client-tls-{render.name}", render.tls_secret, 0o444)
+            )
+        if render.template_configmap:
+            out.append({"name": f"dynamic-config-template-{render.name}",
+                        "configMap": {"name": render.template_configmap.name}})  # fmt: skip
+    if default.template_configmap:
+        out.append({"name": "dynamic-config-template",
+                    "configMap": {"name": default.template_configmap.name}})  # fmt: skip
+    if plan.schema:
+        out.append({"name": "dynamic-config-schema", "configMap": {"name": plan.schema.name}})
+    return out
+
+
+def _secret(name: str, secret: str, mode: int) -> Json:
+    return {"name": name, "secret": {"defaultMode": mode, "secretName": secret}}
+
+
+def _aux_dir(kind: str, render: Render) -> str:
+    return f"{ETC}/{kind}-{render.name}" if render.name else f"{ETC}/{kind}"
+
+
+def _store_args(plan: Plan, render: Render) -> list[str]:
+    args = ["--source", render.source]
+    if render.endpoint is not None and render.endpoint_secret is None:
+        args += ["--endpoint", render.endpoint]
+    args += ["--key", render.key, "--out", render.path]
+    for flag, value in (
+        ("--section", render.section),
+        ("--auth", render.auth),
+        ("--auth-mount", render.auth_mount),
+        ("--auth-role", render.auth_role),
+        ("--auth-username", render.auth_username),
+        ("--auth-token-path", render.auth_token_path),
+        ("--namespace", render.namespace),
+        ("--ref", render.ref),
+        ("--api-url", render.api_url),
+    ):
+        if value is not None:
+            args += [flag, value]
+    if render.name is None:
+        for flag, value in (
+            ("--startup-policy", plan.startup_policy),
+            ("--on-delete", plan.on_delete),
+            ("--max-document-bytes", plan.max_document_bytes),
+            ("--max-staleness", None if plan.max_staleness is None else str(plan.max_staleness)),
+        ):
+            if value is not None:
+                args += [flag, value]
+    if render.ssh is not None:
+        if render.auth is None:
+            args += ["--auth", "ssh-key"]
+        args += ["--ssh-key", f"{_aux_dir('ssh', render)}/{render.ssh.key}"]
+    if render.ca is not None:
+        args += ["--ca", f"{_aux_dir('ca', render)}/{render.ca.key}"]
+    if render.tls_server_name is not None:
+        args += ["--tls-server-name", render.tls_server_name]
+    if render.tls_skip_verify:
+        args.append("--tls-skip-verify")
+    if render.file_mode is not None:
+        args += ["--file-mode", f"0{render.file_mode:o}"]
+    if render.template_inline is not None:
+        args += ["--template-inline", render.template_inline]
+    elif render.template_configmap is not None:
+        path = f"{_aux_dir('template', render)}/{render.template_configmap.key}"
+        args += ["--template", path]
+    if render.name is None and plan.schema is not None:
+        args += ["--schema", f"{ETC}/schema/{plan.schema.key}"]
+    if render.tls_secret is not None:
+        tls = _aux_dir("tls", render)
+        args += ["--tls-cert", f"{tls}/tls.crt", "--tls-key", f"{tls}/tls.key"]
+    return args
+
+
+def _args(plan: Plan, render: Render, watch: bool) -> list[str]:
+    args = _store_args(plan, render)
+    if watch:
+        args += ["--watch", str(render.watch_seconds)]
+    if render.name is not None:
+        if watch and render.metrics_port:
+            args += ["--metrics-addr", f"0.0.0.0:{render.metrics_port}"]
+        return args
+    if plan.dynamic:
+        args.append("--dynamic")
+    for also in plan.also:
+        spec = f"out={also.path}" + (f",section={also.section}" if also.section else "")
+        args += ["--also", spec]
+    if not watch:
+        return args
+    if plan.meta:
+        args.append("--meta")
+    if plan.dynamic and not plan.revoke_on_shutdown:
+        args.append("--no-revoke-on-shutdown")
+    for flag, value in (
+        ("--notify-http", plan.notify_http),
+        ("--on-drift", plan.on_drift),
+    ):
+        if value is not None:
+            args += [flag, value]
+    if not render.tls_reload:
+        args.append("--no-tls-reload")
+    if plan.history is not None:
+        args += ["--history", str(plan.history)]
+    if plan.require_ack:
+        args.append("--require-ack")
+    if plan.events:
+        args.append("--events")
+    if render.timeout is not None:
+        args += ["--timeout", str(render.timeout)]
+    if plan.canary is not None:
+        args += ["--canary", f"{ETC}/canary/{plan.canary.key}"]
+    if plan.dynamic and plan.revoke_on_shutdown and plan.revoke_grace is not None:
+        args += ["--revoke-grace", str(plan.revoke_grace)]
+    if render.metrics_port:
+        args += ["--metrics-addr", f"0.0.0.0:{render.metrics_port}"]
+    return args
+
+
+def _mounts(plan: Plan, render: Render) -> list[Json]:
+    out: list[Json] = [{"mountPath": plan.mount_dir, "name": VOLUME}]
+
+    def ro(volume: str, path: str) -> None:
+        out.append({"mountPath": path, "name": volume, "readOnly": True})
+
+    if render.name is None:
+        if render.ca:
+            ro("dynamic-config-ca", f"{ETC}/ca")
+        if render.ssh:
+            ro("dynamic-config-ssh", f"{ETC}/ssh")
+        if plan.canary:
+            ro("dynamic-config-canary", f"{ETC}/canary")
+        if plan.extra_secret:
+            ro("dynamic-config-extra", f"{ETC}/extra")
+        if render.tls_secret:
+            ro("dynamic-config-client-tls", f"{ETC}/tls")
+        if render.template_configmap:
+            ro("dynamic-config-template", f"{ETC}/template")
+        if plan.schema:
+            ro("dynamic-config-schema", f"{ETC}/schema")
+        return out
+    name = render.name
+    if render.ca:
+        ro(f"dynamic-config-ca-{name}", f"{ETC}/ca-{name}")
+    if render.ssh:
+        ro(f"dynamic-config-ssh-{name}", f"{ETC}/ssh-{name}")
+    if render.tls_secret:
+        ro(f"dynamic-config-client-tls-{name}", f"{ETC}/tls-{name}")
+    if render.template_configmap:
+        ro(f"dynamic-config-template-{name}", f"{ETC}/template-{name}")
+    return out
+
+
+def _secret_env(name: str, secret: str, key: str) -> Json:
+    return {"name": name, "valueFrom": {"secretKeyRef": {"key": key, "name": secret}}}
+
+
+def _env(plan: Plan, render: Render) -> list[Json]:
+    out: list[Json] = []
+    for name, ref in (
+        ("DYNAMIC_CONFIG_AGENT_TOKEN", render.token_secret),
+        ("DYNAMIC_CONFIG_AGENT_PASSWORD", render.password_secret),
+        ("DYNAMIC_CONFIG_AGENT_ENDPOINT", render.endpoint_secret),
+    ):
+        if ref is not None:
+            out.append(_secret_env(name, ref.secret, ref.key))
+    aws = [
+        _secret_env(name, plan.aws_secret, name)
+        for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
+    ] if plan.aws_secret else []  # fmt: skip
+    if render.name is None:
+        out += aws
+        if plan.events or plan.canary:
+            for name, field_path in (
+                ("DYNAMIC_CONFIG_POD_NAME", "metadata.name"),
+                ("DYNAMIC_CONFIG_POD_UID", "metadata.uid"),
+            ):
+                out.append({"name": name, "valueFrom": {"fieldRef": {"fieldPath": field_path}}})
+    merged: dict[str, str] = {}
+    for name, value in plan_fleet_env(plan):
+        merged[name] = value
+    for name, value in plan.agent_env:
+        merged[name] = value
+    out += [{"name": name, "value": value} for name, value in merged.items()]
+    if render.name is not None:
+        out += aws
+    return out
+
+
+def plan_fleet_env(plan: Plan) -> list[tuple[str, str]]:
+    """The fleet environment every agent gets (AWS keys step aside for aws-secret)."""
+    drop = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY") if plan.aws_secret else ()
+    return [(n, v) for n, v in plan.fleet_env if n not in drop]
+
+
+def agent_container(plan: Plan, render: Render, watch: bool) -> Json:
+    """One injected agent: the default render's or a named one, init or watching."""
+    container: Json = {
+        "name": _suffixed(AGENT if watch else INIT, render),
+        "image": plan.image if render.name is None else plan.installation_image,
+        "args": _args(plan, render, watch),
+        "volumeMounts": _mounts(plan, render),
+        "resources": _resources(plan, render),
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"]},
+            "readOnlyRootFilesystem": True,
+            "runAsGroup": plan.run_as_group,
+            "runAsNonRoot": True,
+            "runAsUser": plan.run_as_user,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+    }
+    env = _env(plan, render)
+    if env:
+        container["env"] = env
+    port = render.metrics_port if watch else None
+    if port:
+        named = render.name is None
+        container["ports"] = [{"containerPort": port, "name": "metrics"} if named
+                              else {"containerPort": port}]  # fmt: skip
+        if plan.readiness:
+            container["readinessProbe"] = {
+                "failureThreshold": 60,
+                "httpGet": {"path": "/readyz", "port": "metrics" if named else port},
+                "periodSeconds": 5,
+            }
+    return container
+
+
+def _resources(plan: Plan, render: Render) -> Json:
+    requests = dict(plan.requests)
+    limits = dict(plan.limits)
+    if render.name is not None:
+        requests.pop("ephemeral-storage", None)
+        limits.pop("ephemeral-storage", None)
+    return {"limits": limits, "requests": requests}
+
+
+def _env_inject(pod: Mapping[str, Any], plan: Plan) -> list[Json]:
+    if plan.env_inject is None:
+        return []
+    index = plan.env_inject
+    container = pod["spec"]["containers"][index]
+    path = plan.default.path
+    script = f"set -a; . {path}; set +a; "
+    if plan.env_restart:
+        script += f'export DYNAMIC_CONFIG_ENV_FINGERPRINT="$(cksum < {path})"; '
+    script += 'exec "$@"'
+    command = ["/bin/sh", "-c", script, "dynamic-config-env",
+               *container.get("command", []), *container.get("args", [])]  # fmt: skip
+    base = f"/spec/containers/{index}"
+    ops: list[Json] = [{"op": "replace", "path": f"{base}/command", "value": command}]
+    if "args" in container:
+        ops.append({"op": "remove", "path": f"{base}/args"})
+    if plan.env_restart:
+        probe = {
+            "exec": {"command": ["/bin/sh", "-c",
+                                 f'test "$(cksum < {path})" = "$DYNAMIC_CONFIG_ENV_FINGERPRINT"']},
+            "failureThreshold": 1,
+            "periodSeconds": min(max(plan.default.watch_seconds, 10), 120),
+        }  # fmt: skip
+        ops.append(_add(f"{base}/livenessProbe", probe))
+    return ops
+
+
+def build_patch(pod: Mapping[str, Any], plan: Plan) -> list[Json]:
+    """The whole patch for an admitted plan."""
+    metadata = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    ops: list[Json] = []
+    if metadata.get("annotations") is None:
+        ops.append(_add("/metadata/annotations", {}))
+    ops.append(_add(_STATUS_PATH, INJECTED))
+    if spec.get("volumes") is None:
+        ops.append(_add("/spec/volumes", []))
+    ops += [_add("/spec/volumes/-", volume) for volume in _volumes(plan)]
+    containers = spec.get("containers") or []
+    for index in plan.mount_containers:
+        if containers[index].get("volumeMounts") is None:
+            ops.append(_add(f"/spec/containers/{index}/volumeMounts", []))
+        ops.append(_add(f"/spec/containers/{index}/volumeMounts/-",
+                        {"mountPath": plan.mount_dir, "name": VOLUME}))  # fmt: skip
+    if plan.pull_secret:
+        if spec.get("imagePullSecrets") is None:
+            ops.append(_add("/spec/imagePullSecrets", []))
+        ops.append(_add("/spec/imagePullSecrets/-", {"name": plan.pull_secret}))
+    ops += _env_inject(pod, plan)
+    has_inits = spec.get("initContainers") is not None
+    if plan.inits:
+        if not has_inits:
+            ops.append(_add("/spec/initContainers", []))
+            has_inits = True
+        where = "/spec/initContainers/0" if plan.init_first else "/spec/initContainers/-"
+        ops.append(_add(where, agent_container(plan, plan.default, watch=False)))
+        for render in plan.named:
+            ops.append(_add("/spec/initContainers/-", agent_container(plan, render, False)))
+    if plan.watches:
+        target = "/spec/containers/-"
+        if plan.native_sidecar:
+            if not has_inits:
+                ops.append(_add("/spec/initContainers", []))
+            target = "/spec/initContainers/-"
+        for render in (plan.default, *plan.named):
+            container = agent_container(plan, render, watch=True)
+            if plan.native_sidecar:
+                container["restartPolicy"] = "Always"
+            ops.append(_add(target, container))
+    return ops

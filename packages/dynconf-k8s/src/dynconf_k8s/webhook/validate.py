@@ -1,0 +1,101 @@
+"""``dynamic-config-webhook validate FILE…``: the admission decision without a cluster.
+
+Each file is JSON or YAML, possibly several documents; Pods are judged as they are, and
+Deployments, StatefulSets, ReplicaSets, DaemonSets, Jobs and CronJobs through their pod
+template — a user validates what they apply. Each pod is wrapped in a review with uid
+``validate`` and no namespace and judged by the same :func:`decide` admission uses, with the
+process's own installation, so the reasons printed are the reasons the cluster would give.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any, TextIO
+
+import yaml
+
+from dynconf_k8s.contract.installation import Installation
+from dynconf_k8s.webhook.admission import decide
+
+__all__ = ["pods_in", "run_validate"]
+
+USAGE = "usage: dynamic-config-webhook validate <pod.yaml>..."
+_TEMPLATED = {
+    "Deployment",
+    "StatefulSet",
+    "ReplicaSet",
+    "DaemonSet",
+    "Job",
+    "ReplicationController",
+}
+
+
+def pods_in(document: Any) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """``(label, pod)`` for every pod a manifest carries (lists and templates included)."""
+    if not isinstance(document, Mapping):
+        return
+    kind = document.get("kind")
+    name = (document.get("metadata") or {}).get("name") or ""
+    label = f"{kind}/{name}" if name else str(kind)
+    if kind == "List" or (kind or "").endswith("List"):
+        for item in document.get("items") or []:
+            yield from pods_in(item)
+    elif kind == "Pod":
+        yield label, document
+    elif kind in _TEMPLATED:
+        template = (document.get("spec") or {}).get("template")
+        if isinstance(template, Mapping):
+            yield label, template
+    elif kind == "CronJob":
+        job = ((document.get("spec") or {}).get("jobTemplate") or {}).get("spec") or {}
+        if isinstance(job.get("template"), Mapping):
+            yield label, job["template"]
+
+
+def _documents(path: Path) -> list[Any]:
+    text = path.read_text(encoding="utf-8")
+    if path.suffix == ".json":
+        return [json.loads(text)]
+    return [d for d in yaml.safe_load_all(text) if d is not None]
+
+
+def run_validate(paths: list[str], installation: Installation, out: TextIO, err: TextIO) -> int:
+    """Judge every pod in ``paths``; 0 when none would be refused, else 1."""
+    if not paths:
+        err.write(USAGE + "\n")
+        return 2
+    total = refused = 0
+    for raw in paths:
+        path = Path(raw)
+        try:
+            documents = _documents(path)
+        except (OSError, ValueError, yaml.YAMLError) as exc:
+            err.write(f"{raw}: cannot be read as JSON or YAML ({type(exc).__name__})\n")
+            total += 1
+            refused += 1
+            continue
+        found = [pod for document in documents for pod in pods_in(document)]
+        if not found:
+            out.write(f"{raw}: no pod or pod template in this file\n")
+        for label, pod in found:
+            shown = raw if len(found) == 1 else f"{raw} ({label})"
+            review = {"request": {"uid": "validate", "object": pod}}
+            decision = decide(review, installation)
+            total += 1
+            response = decision.response["response"]
+            if decision.outcome == "refused":
+                refused += 1
+                status = response["status"]
+                err.write(f"{shown}: refused ({status['reason']})\n  {status['message']}\n")
+            elif decision.outcome == "patched":
+                out.write(f"{shown}: allowed, and an agent would be injected\n")
+                for warning in response.get("warnings", []):
+                    out.write(f"  warning: {warning}\n")
+            else:
+                out.write(f"{shown}: allowed — nothing to inject\n")
+    if refused:
+        err.write(f"{refused} of {total} manifests would be refused\n")
+        return 1
+    return 0

@@ -1,0 +1,243 @@
+"""Builders for pods, reviews and installations, shared by the webhook tests."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import pytest
+
+from dynconf_k8s.contract import Installation, parse_installation
+from dynconf_k8s.webhook.admission import Decision, decide
+
+CANONICAL = {
+    "dynamic-config.rs/inject": "true",
+    "dynamic-config.rs/source": "consul",
+    "dynamic-config.rs/endpoint": "http://consul:8500",
+    "dynamic-config.rs/key": "myapp/config.json",
+    "dynamic-config.rs/path": "/config/rendered.toml",
+    "dynamic-config.rs/mode": "sidecar",
+}
+
+
+def _make_pod(annotations: Mapping[str, str] | None = None, **spec: Any) -> dict[str, Any]:
+    """A pod with one container ``app`` unless ``containers`` is given."""
+    body: dict[str, Any] = {"containers": [{"name": "app", "image": "busybox"}]}
+    body.update(spec)
+    metadata: dict[str, Any] = {"name": "app"}
+    if annotations is not None:
+        metadata["annotations"] = dict(annotations)
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": body}
+
+
+def _judge(
+    pod: Mapping[str, Any],
+    env: Mapping[str, str] | None = None,
+    namespace: str = "default",
+    installation: Installation | None = None,
+) -> Decision:
+    inst = installation or parse_installation(dict(env or {}))
+    review = {"request": {"uid": "test-uid", "namespace": namespace, "object": pod}}
+    return decide(review, inst)
+
+
+def _ops_of(decision: Decision) -> list[dict[str, Any]]:
+    patch = decision.response["response"]["patch"]
+    ops: list[dict[str, Any]] = json.loads(base64.b64decode(patch))
+    return ops
+
+
+def _added(decision: Decision, name: str) -> dict[str, Any]:
+    """The injected container called ``name``."""
+    for op in _ops_of(decision):
+        value = op.get("value")
+        if isinstance(value, dict) and value.get("name") == name and "args" in value:
+            return value
+    raise AssertionError(f"no injected container {name}")
+
+
+@pytest.fixture
+def canonical() -> dict[str, str]:
+    return dict(CANONICAL)
+
+
+@pytest.fixture
+def pod_with() -> Callable[..., dict[str, Any]]:
+    def build(
+        extra: Mapping[str, str] | None = None, drop: tuple[str, ...] = (), **spec: Any
+    ) -> dict[str, Any]:
+        annotations = {k: v for k, v in CANONICAL.items() if k.rsplit("/", 1)[1] not in drop}
+        annotations.update(
+            {f"dynamic-config.rs/{k}" if "/" not in k else k: v for k, v in (extra or {}).items()}
+        )
+        return _make_pod(annotations, **spec)
+
+    return build
+
+
+@pytest.fixture
+def make_pod() -> Callable[..., dict[str, Any]]:
+    return _make_pod
+
+
+@pytest.fixture
+def judge() -> Callable[..., Decision]:
+    return _judge
+
+
+@pytest.fixture
+def ops_of() -> Callable[[Decision], list[dict[str, Any]]]:
+    return _ops_of
+
+
+@pytest.fixture
+def added() -> Callable[[Decision, str], dict[str, Any]]:
+    return _added
+
+
+def _apply_patch(document: dict[str, Any], ops: list[dict[str, Any]]) -> dict[str, Any]:
+    """Apply add/replace/remove ops (the subset the webhook emits) to a copy."""
+    import copy
+
+    doc = copy.deepcopy(document)
+    for op in ops:
+        parts = [p.replace("~1", "/").replace("~0", "~") for p in op["path"].split("/")[1:]]
+        parent: Any = doc
+        for part in parts[:-1]:
+            parent = parent[int(part)] if isinstance(parent, list) else parent[part]
+        last = parts[-1]
+        if op["op"] == "remove":
+            del parent[int(last) if isinstance(parent, list) else last]
+        elif isinstance(parent, list):
+            if last == "-":
+                parent.append(op["value"])
+            else:
+                parent.insert(int(last), op["value"])
+        else:
+            parent[last] = op["value"]
+    return doc
+
+
+@pytest.fixture
+def apply_patch() -> Callable[[dict[str, Any], list[dict[str, Any]]], dict[str, Any]]:
+    return _apply_patch
+
+
+def mint_pair(directory: Any, name: str = "tls") -> tuple[str, str, str]:
+    """A fresh CA and a leaf for 127.0.0.1/localhost: ``(ca_pem_path, cert_path, key_path)``."""
+    import datetime
+    import ipaddress
+    from pathlib import Path
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    now = datetime.datetime.now(datetime.UTC)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "dynamic-config-webhook-ca")])
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )
+    key = ec.generate_private_key(ec.SECP256R1())
+    leaf = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")]))
+        .issuer_name(ca_name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName(
+                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+            ),
+            critical=False,
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    d = Path(directory)
+    (d / f"{name}-ca.crt").write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    (d / f"{name}.crt").write_bytes(leaf.public_bytes(serialization.Encoding.PEM))
+    (d / f"{name}.key").write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return str(d / f"{name}-ca.crt"), str(d / f"{name}.crt"), str(d / f"{name}.key")
+
+
+class RunningWebhook:
+    """A webhook served over TLS on 127.0.0.1 in a thread (the real uvicorn + starlette app)."""
+
+    def __init__(self, settings: Any, tmp: Any) -> None:
+        import socket
+        import threading
+
+        import uvicorn
+
+        from dynconf_k8s.webhook.metrics import WebhookMetrics
+        from dynconf_k8s.webhook.server import _Server, create_app
+        from dynconf_k8s.webhook.tls import ServingTls
+
+        self.ca, cert, key = mint_pair(tmp)
+        self.tls = ServingTls(cert, key)
+        self.metrics = WebhookMetrics()
+        app = create_app(settings, metrics=self.metrics, tls=self.tls)
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        self.port = sock.getsockname()[1]
+        sock.close()
+        config = uvicorn.Config(
+            app,
+            host="127.0.0.1",
+            port=self.port,
+            log_config=None,
+            access_log=False,
+            ssl_context_factory=lambda _c, _d: self.tls.context,
+            ssl_certfile=cert,
+        )
+        self.server = _Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+        import time
+
+        deadline = time.monotonic() + 10
+        while not self.server.started and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert self.server.started
+
+    @property
+    def url(self) -> str:
+        return f"https://127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+
+
+@pytest.fixture
+def running_webhook(tmp_path: Any) -> Any:
+    started: list[RunningWebhook] = []
+
+    def start(settings: Any) -> RunningWebhook:
+        hook = RunningWebhook(settings, tmp_path)
+        started.append(hook)
+        return hook
+
+    yield start
+    for hook in started:
+        hook.stop()

@@ -1,0 +1,230 @@
+"""The webhook registered with a real kube-apiserver: pods come back injected or refused.
+
+A MutatingWebhookConfiguration whose ``clientConfig.url`` points at the webhook served over
+TLS on 127.0.0.1 (caBundle = a CA minted per test); pods and Deployments are created through
+the API server. Each test owns its namespace and its configuration, selected by a namespace
+label, so tests cannot admit each other's pods.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from dynconf_k8s.contract import parse_installation
+from dynconf_k8s.webhook.settings import WebhookSettings
+
+CANONICAL = {
+    "dynamic-config.rs/inject": "true",
+    "dynamic-config.rs/source": "consul",
+    "dynamic-config.rs/endpoint": "http://consul:8500",
+    "dynamic-config.rs/key": "myapp/config.json",
+    "dynamic-config.rs/path": "/config/rendered.toml",
+}
+
+
+@pytest.fixture
+def cluster(kube_client, running_webhook, request):
+    from kubernetes import client
+    from kubernetes.client.rest import ApiException
+
+    core = client.CoreV1Api(kube_client)
+    admission = client.AdmissionregistrationV1Api(kube_client)
+    made: list[tuple[str, str]] = []
+
+    class Cluster:
+        core_api = core
+        apps = client.AppsV1Api(kube_client)
+
+        def namespace(self, label: str, extra_labels: dict | None = None) -> str:
+            name = f"wh-{uuid.uuid4().hex[:8]}"
+            labels = {"dynconf-test": label, **(extra_labels or {})}
+            core.create_namespace({"metadata": {"name": name, "labels": labels}})
+            try:
+                core.create_namespaced_service_account(name, {"metadata": {"name": "default"}})
+            except ApiException as err:
+                if err.status != 409:
+                    raise
+            made.append(("ns", name))
+            return name
+
+        def register(
+            self, hook, label: str, failure_policy: str = "Fail", port: int | None = None
+        ) -> str:
+            name = f"wh-{uuid.uuid4().hex[:8]}.dynamic-config.rs"
+            ca = base64.b64encode(Path(hook.ca).read_bytes()).decode()
+            admission.create_mutating_webhook_configuration(
+                {
+                    "metadata": {"name": name},
+                    "webhooks": [
+                        {
+                            "name": "inject.dynamic-config.rs",
+                            "admissionReviewVersions": ["v1"],
+                            "sideEffects": "None",
+                            "failurePolicy": failure_policy,
+                            "reinvocationPolicy": "IfNeeded",
+                            "timeoutSeconds": 5,
+                            "clientConfig": {
+                                "url": f"https://127.0.0.1:{port or hook.port}/mutate",
+                                "caBundle": ca,
+                            },
+                            "rules": [
+                                {
+                                    "operations": ["CREATE"],
+                                    "apiGroups": [""],
+                                    "apiVersions": ["v1"],
+                                    "resources": ["pods"],
+                                }
+                            ],
+                            "namespaceSelector": {
+                                "matchLabels": {"dynconf-test": label},
+                                "matchExpressions": [
+                                    {"key": "dynamic-config.rs/exclude", "operator": "DoesNotExist"}
+                                ],
+                            },
+                        }
+                    ],
+                }
+            )
+            made.append(("mwc", name))
+            time.sleep(1.5)  # the apiserver picks configurations up from its informer
+            return name
+
+        def create_pod(self, namespace: str, annotations: dict | None, name: str = "app"):
+            body = {
+                "metadata": {"name": name, "annotations": annotations or {}},
+                "spec": {
+                    "automountServiceAccountToken": False,
+                    "containers": [{"name": "app", "image": "busybox", "command": ["sleep", "1d"]}],
+                },
+            }
+            return core.create_namespaced_pod(namespace, body)
+
+    yield Cluster()
+    for kind, name in reversed(made):
+        try:
+            if kind == "mwc":
+                admission.delete_mutating_webhook_configuration(name)
+            else:
+                core.delete_namespace(name)
+        except ApiException:
+            pass
+
+
+def _names(containers):
+    return [c.name for c in containers or []]
+
+
+def test_pod_created_through_api_server_is_injected_once(cluster, running_webhook):
+    hook = running_webhook(WebhookSettings(installation=parse_installation({})))
+    label = uuid.uuid4().hex[:8]
+    namespace = cluster.namespace(label)
+    cluster.register(hook, label)
+    pod = cluster.create_pod(namespace, CANONICAL)
+    assert _names(pod.spec.containers) == ["app", "dynamic-config-agent"]
+    assert pod.metadata.annotations["dynamic-config.rs/status"] == "injected"
+    assert [
+        m.mount_path for m in pod.spec.containers[0].volume_mounts if m.name == "dynamic-config"
+    ] == ["/config"]
+    agent = pod.spec.containers[1]
+    assert agent.security_context.run_as_non_root is True
+    assert agent.args[-2:] == ["--watch", "15"]
+
+
+def test_refusal_reaches_the_client_as_kubectl_prints_it(cluster, running_webhook):
+    from kubernetes.client.rest import ApiException
+
+    hook = running_webhook(WebhookSettings(installation=parse_installation({})))
+    label = uuid.uuid4().hex[:8]
+    namespace = cluster.namespace(label)
+    cluster.register(hook, label)
+    with pytest.raises(ApiException) as caught:
+        cluster.create_pod(namespace, {**CANONICAL, "dynamic-config.rs/mode": "daemon"})
+    status = json.loads(caught.value.body)
+    assert caught.value.status == 400
+    assert status["reason"] == "DynamicConfigMalformed"
+    assert status["message"] == (
+        'admission webhook "inject.dynamic-config.rs" denied the request: '
+        "dynamic-config.rs/mode takes init, sidecar or both"
+    )
+
+
+def test_unannotated_pod_untouched_and_excluded_namespace_not_selected(cluster, running_webhook):
+    hook = running_webhook(WebhookSettings(installation=parse_installation({})))
+    label = uuid.uuid4().hex[:8]
+    namespace = cluster.namespace(label)
+    excluded = cluster.namespace(label, {"dynamic-config.rs/exclude": "true"})
+    cluster.register(hook, label)
+    assert _names(cluster.create_pod(namespace, None).spec.containers) == ["app"]
+    assert _names(cluster.create_pod(excluded, CANONICAL).spec.containers) == ["app"]
+
+
+def test_failure_policy_fail_refuses_and_ignore_admits_uninjected(cluster, running_webhook):
+    from kubernetes.client.rest import ApiException
+
+    hook = running_webhook(WebhookSettings(installation=parse_installation({})))
+    dead_port = hook.port
+    hook.stop()
+    label_fail, label_ignore = uuid.uuid4().hex[:8], uuid.uuid4().hex[:8]
+    ns_fail, ns_ignore = cluster.namespace(label_fail), cluster.namespace(label_ignore)
+    cluster.register(hook, label_fail, "Fail", port=dead_port)
+    cluster.register(hook, label_ignore, "Ignore", port=dead_port)
+    with pytest.raises(ApiException) as caught:
+        cluster.create_pod(ns_fail, CANONICAL)
+    assert caught.value.status == 500
+    assert "failed calling webhook" in caught.value.body
+    assert _names(cluster.create_pod(ns_ignore, CANONICAL).spec.containers) == ["app"]
+
+
+def test_deployment_pods_are_injected(cluster, running_webhook, kube_control_plane):
+    if not kube_control_plane.controller_manager:
+        pytest.skip("no kube-controller-manager: nothing turns a Deployment into pods")
+    hook = running_webhook(WebhookSettings(installation=parse_installation({})))
+    label = uuid.uuid4().hex[:8]
+    namespace = cluster.namespace(label)
+    cluster.register(hook, label)
+    cluster.apps.create_namespaced_deployment(
+        namespace,
+        {
+            "metadata": {"name": "web"},
+            "spec": {
+                "replicas": 2,
+                "selector": {"matchLabels": {"app": "web"}},
+                "template": {
+                    "metadata": {"labels": {"app": "web"}, "annotations": CANONICAL},
+                    "spec": {
+                        "automountServiceAccountToken": False,
+                        "containers": [{"name": "app", "image": "busybox"}],
+                    },
+                },
+            },
+        },
+    )
+    deadline = time.monotonic() + 15
+    while not cluster.apps.list_namespaced_replica_set(namespace).items:
+        if time.monotonic() > deadline:
+            pytest.skip(
+                "the test control plane runs no deployment controller (no ReplicaSet appeared)"
+            )
+        time.sleep(0.5)
+    deadline = time.monotonic() + 60
+    pods = []
+    while time.monotonic() < deadline:
+        pods = cluster.core_api.list_namespaced_pod(namespace).items
+        if len(pods) == 2:
+            break
+        time.sleep(0.5)
+    assert len(pods) == 2, _debug(cluster, namespace)
+    for pod in pods:
+        assert _names(pod.spec.containers) == ["app", "dynamic-config-agent"]
+
+
+def _debug(cluster, namespace):
+    rs = cluster.apps.list_namespaced_replica_set(namespace).items
+    events = cluster.core_api.list_namespaced_event(namespace).items
+    return [r.status for r in rs], [(e.reason, e.message) for e in events]

@@ -1,0 +1,116 @@
+"""``dynamic-config-webhook validate``: the book's manifests, exit codes and the same reasons."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from dynconf_k8s.contract import parse_installation
+from dynconf_k8s.webhook.validate import run_validate
+
+REPO = Path(__file__).resolve().parents[4]
+BOOK = sorted((REPO / "tests" / "book_manifests").glob("book-*.yaml"))
+BOOK_INSTALLATION = {
+    # The book's minimal pod ("a single line of intent") leans on these.
+    "DYNAMIC_CONFIG_AGENT_SOURCE": "consul",
+    "DYNAMIC_CONFIG_AGENT_PATH": "/config/rendered.toml",
+    "DYNAMIC_CONFIG_AGENT_STORE_DEFAULTS": "consul: endpoint=http://consul.infra.svc:8500, key=myapp/config.json",
+}
+NEEDS_A_CLUSTER_CLASS = {"book-02113.yaml"}
+
+
+def _uses_class(path: Path) -> bool:
+    return "dynamic-config.rs/class" in path.read_text()
+
+
+@pytest.mark.parametrize("path", BOOK, ids=[p.name for p in BOOK])
+def test_book_manifest_passes_validate(path):
+    if _uses_class(path):
+        pytest.skip("names a DynamicConfigClass, which only a running webhook's poller can see")
+    out, err = io.StringIO(), io.StringIO()
+    code = run_validate([str(path)], parse_installation(BOOK_INSTALLATION), out, err)
+    assert code == 0, err.getvalue()
+    assert "an agent would be injected" in out.getvalue()
+
+
+def test_class_manifests_are_the_known_ones():
+    assert {p.name for p in BOOK if _uses_class(p)} == NEEDS_A_CLUSTER_CLASS
+
+
+def _cli(*args, env=None):
+    return subprocess.run(
+        [sys.executable, "-m", "dynconf_k8s.webhook.main", "validate", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def test_cli_reports_refusal_with_admission_reason_and_nonzero_exit(tmp_path):
+    good = tmp_path / "good.yaml"
+    bad = tmp_path / "bad.json"
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "p",
+            "annotations": {
+                "dynamic-config.rs/inject": "true",
+                "dynamic-config.rs/source": "vault",
+                "dynamic-config.rs/endpoint": "https://vault:8200",
+                "dynamic-config.rs/key": "secret/app",
+                "dynamic-config.rs/path": "/config/app.yaml",
+                "dynamic-config.rs/auth": "kubernetes",
+            },
+        },
+        "spec": {"containers": [{"name": "app", "image": "a"}]},
+    }
+    import json
+
+    bad.write_text(json.dumps(pod))
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "d"},
+        "spec": {"template": {"metadata": {"annotations": {}}, "spec": pod["spec"]}},
+    }
+    good.write_text(
+        yaml.safe_dump_all([deployment, {"kind": "ConfigMap", "metadata": {"name": "c"}}])
+    )
+    result = _cli(str(good), str(bad))
+    assert result.returncode == 1
+    assert f"{good}: allowed — nothing to inject" in result.stdout
+    assert f"{bad}: refused (DynamicConfigMalformed)\n  " in result.stderr
+    assert "dynamic-config.rs/auth-role" in result.stderr
+    assert "1 of 2 manifests would be refused" in result.stderr
+
+
+def test_cli_without_files_prints_usage():
+    result = _cli()
+    assert result.returncode != 0
+    assert "usage: dynamic-config-webhook validate <pod.yaml>..." in result.stderr
+
+
+def test_cli_refuses_a_mistyped_installation(tmp_path):
+    path = tmp_path / "p.yaml"
+    path.write_text("kind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: a, image: b}]}\n")
+    result = _cli(str(path), env={"DYNAMIC_CONFIG_AGENT_FILE_MODE": "888"})
+    assert result.returncode == 1
+    assert "DYNAMIC_CONFIG_AGENT_FILE_MODE is not octal" in result.stderr
+
+
+def test_cronjob_is_judged_through_its_template(tmp_path):
+    from dynconf_k8s.webhook.validate import pods_in
+
+    cron = {
+        "kind": "CronJob",
+        "metadata": {"name": "c"},
+        "spec": {"jobTemplate": {"spec": {"template": {"spec": {"containers": []}}}}},
+    }
+    assert [label for label, _ in pods_in(cron)] == ["CronJob/c"]
