@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Install dynamic-config-agent with all nine stores + file into PREFIX/venv, pinned by uv.lock,
+# and bake the plugin lock at PREFIX/plugins.lock. Dockerfile.agent runs exactly this; the test
+# suite runs it into a temporary prefix to prove the same steps produce a working agent.
+#
+#   docker/agent-install.sh PREFIX [PYTHON]
+set -euo pipefail
+prefix=${1:?usage: agent-install.sh PREFIX [PYTHON]}
+python=${2:-python3}
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$repo"
+
+uv venv --quiet --python "$python" "$prefix/venv"
+# third-party requirements exactly as uv.lock pins them (no dev group, no workspace members)
+uv export --quiet --frozen --no-dev --no-emit-workspace --all-packages --no-hashes \
+  --output-file "$prefix/requirements.txt"
+uv pip install --quiet --python "$prefix/venv/bin/python" -r "$prefix/requirements.txt"
+# the workspace members themselves: the engine, the nine stores, the agent
+uv pip install --quiet --python "$prefix/venv/bin/python" --no-deps \
+  ./packages/dynconf-core ./packages/dynconf-k8s \
+  ./packages/dynconf-store-consul ./packages/dynconf-store-vault ./packages/dynconf-store-etcd \
+  ./packages/dynconf-store-redis ./packages/dynconf-store-nats ./packages/dynconf-store-s3 \
+  ./packages/dynconf-store-git ./packages/dynconf-store-firestore \
+  ./packages/dynconf-store-configserver
+# the lock the agent loads by default: exactly these plugins, at these versions
+"$prefix/venv/bin/dynconf" plugins lock --output "$prefix/plugins.lock"
+"$prefix/venv/bin/dynconf" plugins check "$prefix/plugins.lock" >&2

@@ -1,0 +1,434 @@
+"""The agent's command line: ``--flag value`` pairs, parsed by hand as the contract spells them.
+
+There is no ``--flag=value`` form and no abbreviation: the webhook writes these arguments and a
+person reads them in ``kubectl describe pod``, so one spelling each. An unknown flag is refused
+as ``unknown flag "<x>"`` and a flag without its value as ``<flag> needs a value``; every other
+refusal is one sentence naming the fix. Secrets never arrive here: a token, a password and an
+endpoint that embeds one come from ``DYNAMIC_CONFIG_AGENT_TOKEN`` / ``_PASSWORD`` /
+``_ENDPOINT`` (``--token`` is refused on purpose: arguments are printed to anyone who can read
+the pod).
+
+Parsing produces :class:`AgentSettings`; the store's own ``validate()`` runs afterwards in
+:mod:`dynconf_k8s.agent.main`, so the agent and the webhook refuse the same specs with the same
+sentences.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+
+from dynconf.errors import DynconfError
+from dynconf.pipeline import RenderRequest
+from dynconf.render import DEFAULT_MAX_DOCUMENT_BYTES, OutputSpec, TemplateSource
+from dynconf.stores import StoreSpec, TlsSettings
+from dynconf.units import parse_seconds_or_duration
+from dynconf_k8s.agent.notify import NotifyTarget, parse_notify_url
+
+__all__ = [
+    "AGENT_SOURCES",
+    "OUTPUT_EXTENSIONS",
+    "USAGE",
+    "AgentSettings",
+    "UsageError",
+    "parse_args",
+]
+
+AGENT_SOURCES: Final = (
+    "consul",
+    "vault",
+    "config-server",
+    "firestore",
+    "git",
+    "redis",
+    "etcd",
+    "nats",
+    "s3",
+)
+"""The nine stores of the contract, in its order; ``file`` (embedded) is accepted besides."""
+
+OUTPUT_EXTENSIONS: Final = (".json", ".toml", ".yaml", ".yml", ".ini", ".properties")
+
+STARTUP_POLICIES: Final = ("allow-cached", "require-fresh", "best-effort")
+ON_DELETE: Final = ("retain", "remove", "fail")
+ON_DRIFT: Final = ("warn", "repair", "fail")
+
+BARE_FLAGS: Final = frozenset(
+    {
+        "--one-shot",
+        "--no-tls-reload",
+        "--require-ack",
+        "--events",
+        "--meta",
+        "--dynamic",
+        "--no-revoke-on-shutdown",
+        "--tls-skip-verify",
+    }
+)
+VALUE_FLAGS: Final = frozenset(
+    {
+        "--source",
+        "--endpoint",
+        "--key",
+        "--out",
+        "--watch",
+        "--section",
+        "--file-mode",
+        "--metrics-addr",
+        "--startup-policy",
+        "--max-document-bytes",
+        "--on-delete",
+        "--on-drift",
+        "--canary",
+        "--timeout",
+        "--history",
+        "--notify-http",
+        "--also",
+        "--schema",
+        "--max-staleness",
+        "--revoke-grace",
+        "--auth",
+        "--auth-mount",
+        "--auth-role",
+        "--auth-username",
+        "--auth-token-path",
+        "--namespace",
+        "--ref",
+        "--ssh-key",
+        "--api-url",
+        "--template",
+        "--template-inline",
+        "--ca",
+        "--tls-cert",
+        "--tls-key",
+        "--tls-server-name",
+    }
+)
+TIMEOUT_STORES: Final = frozenset({"consul", "vault", "config-server", "firestore"})
+
+USAGE: Final = """\
+usage: dynamic-config-agent --source STORE [--endpoint ADDR] --key KEY --out PATH [flags]
+
+  --source S             consul | vault | config-server | firestore | git | redis | etcd | nats | s3
+                         (or file, the embedded store)
+  --endpoint ADDR        store address (or DYNAMIC_CONFIG_AGENT_ENDPOINT)
+  --key KEY              the document's key in the store
+  --out PATH             the rendered file (.json .toml .yaml .yml .ini .properties,
+                         any name with a template)
+  --watch N              keep it current, resyncing every N seconds (absent: render once)
+  --one-shot             render once and exit, even with --watch
+  --section S            render one section of the document
+  --also out=P[,section=S][,mode=M]   another file from the same fetch (repeatable)
+  --template FILE | --template-inline TEXT   render through a template
+  --schema FILE          JSON Schema the document must satisfy (re-read every render)
+  --file-mode 0640       mode of the rendered files
+  --max-document-bytes N size ceiling (default 8388608)
+  --history N            keep N replaced generations (0-10)
+  --meta                 write .<name>.meta beside each file
+  --startup-policy P     allow-cached | require-fresh | best-effort
+  --on-delete P          retain | remove | fail
+  --on-drift P           warn | repair | fail
+  --max-staleness T      readiness ceiling: seconds or a duration (90s, 15m, 6h, 1d)
+  --metrics-addr H:P     metrics, /healthz, /readyz and POST /applied
+  --require-ack          readiness waits for the application's POST /applied
+  --notify-http URL      POST to a loopback URL after each publish
+  --canary FILE          cohort percentage file
+  --events               write Warning Events on this pod (needs DYNAMIC_CONFIG_POD_NAME)
+  --timeout S            per-fetch deadline (consul, vault, config-server, firestore)
+  --dynamic              vault dynamic secret (leases); --no-revoke-on-shutdown, --revoke-grace S
+  --auth M  --auth-mount M  --auth-role R  --auth-username U  --auth-token-path F
+  --namespace NS (vault)  --ref REF --ssh-key F (git)  --api-url URL (firestore, s3)
+  --ca F  --tls-cert F --tls-key F  --tls-server-name N  --tls-skip-verify  --no-tls-reload
+
+Secrets come from the environment only: DYNAMIC_CONFIG_AGENT_TOKEN, DYNAMIC_CONFIG_AGENT_PASSWORD,
+DYNAMIC_CONFIG_AGENT_ENDPOINT.
+"""
+
+
+class UsageError(Exception):
+    """An argument the agent refuses; printed as ``dynamic-config-agent: <why>`` + usage."""
+
+
+@dataclass(frozen=True)
+class AgentSettings:
+    """Everything the command line and environment decided, checked and typed."""
+
+    source: str
+    spec: StoreSpec
+    request: RenderRequest
+    watch: int | None = None
+    metrics_addr: tuple[str, int] | None = None
+    startup_policy: str = "allow-cached"
+    on_delete: str = "retain"
+    on_drift: str = "warn"
+    max_staleness: float | None = None
+    require_ack: bool = False
+    events: bool = False
+    canary: Path | None = None
+    notify: NotifyTarget | None = None
+    tls_reload: bool = True
+    revoke_on_shutdown: bool = True
+    revoke_grace: float = 5.0
+    pod_name: str = "unnamed"
+    pod_uid: str | None = None
+    trust_files: tuple[str, ...] = field(default=())
+
+    @property
+    def watching(self) -> bool:
+        return self.watch is not None
+
+    @property
+    def dynamic(self) -> bool:
+        return self.spec.dynamic
+
+
+def _pairs(argv: Sequence[str]) -> tuple[dict[str, str], set[str], list[str]]:
+    values: dict[str, str] = {}
+    bare: set[str] = set()
+    also: list[str] = []
+    index = 0
+    while index < len(argv):
+        flag = argv[index]
+        if flag in BARE_FLAGS:
+            bare.add(flag)
+            index += 1
+            continue
+        if flag == "--token":
+            raise UsageError(
+                "--token would print the credential in the pod spec; set "
+                "DYNAMIC_CONFIG_AGENT_TOKEN instead"
+            )
+        if flag not in VALUE_FLAGS:
+            raise UsageError(f'unknown flag "{flag}"')
+        if index + 1 >= len(argv):
+            raise UsageError(f"{flag} needs a value")
+        value = argv[index + 1]
+        if flag == "--also":
+            also.append(value)
+        else:
+            values[flag] = value
+        index += 2
+    return values, bare, also
+
+
+def parse_mode(text: str, flag: str = "--file-mode") -> int:
+    """An octal permission (``0640``, ``0o640``, ``640``): at most 0777 and owner-readable."""
+    digits = text.strip().lower().removeprefix("0o")
+    try:
+        mode = int(digits, 8)
+    except ValueError:
+        raise UsageError(f"{flag} takes an octal mode such as 0640") from None
+    if mode > 0o777:
+        raise UsageError(f"{flag} {text} is past 0777; give permission bits only")
+    if not mode & 0o400:
+        raise UsageError(f"{flag} {text} leaves the owner unable to read the file; add 0400")
+    return mode
+
+
+def _whole(value: str, flag: str, *, message: str | None = None) -> int:
+    try:
+        number = int(value.strip())
+    except ValueError:
+        raise UsageError(message or f"{flag} takes a whole number") from None
+    return number
+
+
+def _seconds(value: str, flag: str) -> float:
+    try:
+        seconds = parse_seconds_or_duration(value.strip(), path=flag)
+    except DynconfError:
+        raise UsageError(
+            f"{flag} takes whole seconds or a duration such as 90s, 15m, 6h or 1d"
+        ) from None
+    if seconds <= 0:
+        raise UsageError(f"{flag} must not be 0")
+    return seconds
+
+
+def _choice(values: Mapping[str, str], flag: str, allowed: Sequence[str], default: str) -> str:
+    chosen = values.get(flag, default)
+    if chosen not in allowed:
+        raise UsageError(f"{flag} {chosen} is not one of: {' | '.join(allowed)}")
+    return chosen
+
+
+def _check_extension(path: Path, flag: str) -> None:
+    if path.suffix.lower() not in OUTPUT_EXTENSIONS:
+        raise UsageError(
+            f"{flag} {path} has no extension a format writes; use "
+            f"{', '.join(OUTPUT_EXTENSIONS)}, or give a template, which frees the extension"
+        )
+
+
+def parse_also(text: str, default_mode: int | None) -> OutputSpec:
+    """One ``--also out=<path>[,section=<s>][,mode=<octal>]`` into an output."""
+    fields: dict[str, str] = {}
+    for part in text.split(","):
+        name, sep, value = part.partition("=")
+        name = name.strip()
+        if not sep or name not in ("out", "section", "mode") or name in fields:
+            raise UsageError(
+                f"--also {text}: each part is out=, section= or mode=, once; e.g. "
+                "out=/config/db.env,section=database"
+            )
+        fields[name] = value.strip()
+    if not fields.get("out"):
+        raise UsageError(f"--also {text} needs out=<path>")
+    path = Path(fields["out"])
+    _check_extension(path, "--also out")
+    mode = parse_mode(fields["mode"], "--also mode") if "mode" in fields else default_mode
+    return OutputSpec(path=path, section=fields.get("section") or None, mode=mode)
+
+
+def _metrics_addr(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise UsageError(f"--metrics-addr {text} is not host:port; e.g. 0.0.0.0:9110")
+    return host or "0.0.0.0", int(port)  # noqa: S104 - the pod's port, by contract
+
+
+def parse_args(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> AgentSettings:
+    """Parse and check the command line against the contract; raise :class:`UsageError`."""
+    env = os.environ if environ is None else environ
+    values, bare, also = _pairs(argv)
+
+    source = values.get("--source")
+    if not source:
+        raise UsageError(f"--source is required; one of: {', '.join(AGENT_SOURCES)}")
+    if source not in AGENT_SOURCES and source != "file":
+        raise UsageError(f"--source {source} is not one of: {', '.join(AGENT_SOURCES)}")
+    endpoint = values.get("--endpoint") or env.get("DYNAMIC_CONFIG_AGENT_ENDPOINT", "")
+    if not endpoint and source != "file":
+        raise UsageError("--endpoint is required (or DYNAMIC_CONFIG_AGENT_ENDPOINT)")
+    key = values.get("--key")
+    if not key:
+        raise UsageError("--key is required: the document's key in the store")
+    out_text = values.get("--out")
+    if not out_text:
+        raise UsageError("--out is required: the file to render into")
+    out = Path(out_text)
+
+    if "--template" in values and "--template-inline" in values:
+        raise UsageError("--template and --template-inline exclude each other; keep one")
+    template: TemplateSource | None = None
+    if "--template" in values:
+        template = TemplateSource.file(values["--template"])
+    elif "--template-inline" in values:
+        template = TemplateSource.inline(values["--template-inline"])
+    if template is None:
+        _check_extension(out, "--out")
+
+    watch: int | None = None
+    if "--watch" in values:
+        watch = max(1, _whole(values["--watch"], "--watch", message="--watch takes whole seconds"))
+    if "--one-shot" in bare:
+        watch = None
+
+    mode = parse_mode(values["--file-mode"]) if "--file-mode" in values else None
+    max_bytes = DEFAULT_MAX_DOCUMENT_BYTES
+    if "--max-document-bytes" in values:
+        max_bytes = _whole(values["--max-document-bytes"], "--max-document-bytes")
+        if max_bytes < 1:
+            raise UsageError("--max-document-bytes must be a positive number of bytes")
+    history = 0
+    if "--history" in values:
+        history = _whole(values["--history"], "--history")
+        if not 0 <= history <= 10:
+            raise UsageError("--history keeps 0 to 10 generations (0 = off)")
+
+    outputs = [
+        OutputSpec(path=out, section=values.get("--section") or None, mode=mode, template=template)
+    ]
+    outputs.extend(parse_also(text, mode) for text in also)
+    try:
+        request = RenderRequest(
+            outputs=outputs,
+            schema=Path(values["--schema"]) if "--schema" in values else None,
+            max_document_bytes=max_bytes,
+            history=history,
+            meta="--meta" in bare,
+        )
+    except DynconfError as error:
+        raise UsageError(error.message) from None
+
+    timeout: float | None = None
+    if "--timeout" in values:
+        if source not in TIMEOUT_STORES:
+            raise UsageError(
+                f"--timeout is for consul, vault, config-server and firestore; remove it for "
+                f"a {source} source"
+            )
+        timeout = _seconds(values["--timeout"], "--timeout")
+
+    tls = TlsSettings(
+        ca_file=values.get("--ca"),
+        cert_file=values.get("--tls-cert"),
+        key_file=values.get("--tls-key"),
+        server_name=values.get("--tls-server-name"),
+        skip_verify="--tls-skip-verify" in bare,
+    )
+    spec = StoreSpec(
+        source=source,
+        endpoint=endpoint,
+        key=key,
+        section=values.get("--section") or None,
+        auth=values.get("--auth"),
+        auth_mount=values.get("--auth-mount"),
+        auth_role=values.get("--auth-role"),
+        auth_username=values.get("--auth-username"),
+        auth_token_path=values.get("--auth-token-path"),
+        namespace=values.get("--namespace"),
+        ref=values.get("--ref"),
+        api_url=values.get("--api-url"),
+        ssh_key=values.get("--ssh-key"),
+        timeout=timeout,
+        dynamic="--dynamic" in bare,
+        tls=tls,
+    ).with_secrets_from_env(env)
+
+    notify = None
+    if "--notify-http" in values:
+        parsed = parse_notify_url(values["--notify-http"])
+        if isinstance(parsed, str):
+            raise UsageError(parsed)
+        notify = parsed
+
+    pod_name = env.get("DYNAMIC_CONFIG_POD_NAME") or "unnamed"
+    if "--events" in bare and not env.get("DYNAMIC_CONFIG_POD_NAME"):
+        raise UsageError(
+            "--events needs DYNAMIC_CONFIG_POD_NAME (the downward API's metadata.name) to "
+            "name the pod the Events are about"
+        )
+
+    trust = [f for f in (tls.ca_file, tls.cert_file, tls.key_file, spec.ssh_key) if f]
+    return AgentSettings(
+        source=source,
+        spec=spec,
+        request=request,
+        watch=watch,
+        metrics_addr=_metrics_addr(values["--metrics-addr"])
+        if "--metrics-addr" in values
+        else None,
+        startup_policy=_choice(values, "--startup-policy", STARTUP_POLICIES, "allow-cached"),
+        on_delete=_choice(values, "--on-delete", ON_DELETE, "retain"),
+        on_drift=_choice(values, "--on-drift", ON_DRIFT, "warn"),
+        max_staleness=_seconds(values["--max-staleness"], "--max-staleness")
+        if "--max-staleness" in values
+        else None,
+        require_ack="--require-ack" in bare,
+        events="--events" in bare,
+        canary=Path(values["--canary"]) if "--canary" in values else None,
+        notify=notify,
+        tls_reload="--no-tls-reload" not in bare,
+        revoke_on_shutdown="--no-revoke-on-shutdown" not in bare,
+        revoke_grace=_seconds(values["--revoke-grace"], "--revoke-grace")
+        if "--revoke-grace" in values
+        else 5.0,
+        pod_name=pod_name,
+        pod_uid=env.get("DYNAMIC_CONFIG_POD_UID") or None,
+        trust_files=tuple(trust),
+    )

@@ -1,0 +1,241 @@
+"""``dynamic-config-agent``: the process the webhook injects, as init container or sidecar.
+
+Start-up is where every refusal belongs — an unknown flag, a store outside the image's plugin
+lock, a combination the store's ``validate()`` refuses — so a misconfigured pod fails in its
+events, not as a store error twenty minutes later. Then either one render (init: any failure
+exits 1, there is nothing to fall back to) or the watch loop (sidecar: SIGTERM stops the
+watches, revokes a dynamic lease if asked, and exits 0 within the grace period; a fatal error
+exits 1 with one JSON log line saying why).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Final
+
+import anyio
+import anyio.to_thread
+import prometheus_client
+
+from dynconf.errors import DynconfError, MissingError
+from dynconf.logs import configure_logging
+from dynconf.plugins import LOCK_ENV, PluginLock, Registry, discover, load_locked, use_registry
+from dynconf.stores import Absent, Lease, StoreType
+from dynconf_k8s.agent.events import EventWriter
+from dynconf_k8s.agent.flags import USAGE, AgentSettings, UsageError, parse_args
+from dynconf_k8s.agent.loop import AgentFatal, WatchLoop
+from dynconf_k8s.agent.metrics import AgentMetrics, AgentState
+from dynconf_k8s.agent.server import serve_metrics
+from dynconf_k8s.agent.watching import StoreDriver
+
+__all__ = ["BAKED_LOCK", "main", "run"]
+
+BAKED_LOCK: Final = Path("/opt/dynamic-config/plugins.lock")
+"""Where the agent image bakes its plugin lock; ``DYNCONF_PLUGIN_LOCK`` overrides it."""
+STORE_ALIASES: Final = {"config-server": ("config-server", "configserver")}
+
+log = logging.getLogger("dynconf_k8s.agent")
+
+
+def _log_level(environ: Mapping[str, str]) -> int:
+    """``RUST_LOG``'s level words (the contract keeps the variable's name)."""
+    word = (environ.get("RUST_LOG") or "info").split(",")[0].rpartition("=")[2].lower()
+    return {
+        "trace": logging.DEBUG,
+        "debug": logging.DEBUG,
+        "warn": logging.WARNING,
+        "error": logging.ERROR,
+    }.get(word, logging.INFO)
+
+
+def load_registry(environ: Mapping[str, str]) -> tuple[Registry, str | None]:
+    """The plugins this process may use: the lock's when there is one, else discovery."""
+    lock_path = environ.get(LOCK_ENV) or (str(BAKED_LOCK) if BAKED_LOCK.is_file() else None)
+    if lock_path is None:
+        registry = discover()
+    else:
+        registry = load_locked(PluginLock.read(lock_path), origin=lock_path)
+    use_registry(registry)
+    return registry, lock_path
+
+
+def store_type(registry: Registry, source: str, lock_path: str | None) -> StoreType:
+    """The store type for ``--source``, refusing by name one the lock does not carry."""
+    for name in STORE_ALIASES.get(source, (source,)):
+        if name in registry.stores:
+            return registry.stores[name]
+    carried = ", ".join(sorted(registry.stores)) or "none"
+    where = f"this agent's plugin lock ({lock_path})" if lock_path else "this installation"
+    raise MissingError(
+        f"the {source} store is not in {where}; it carries: {carried}. Use an agent image "
+        "that bakes it, or regenerate the lock with it installed"
+    )
+
+
+def _usage_failure(message: str) -> int:
+    sys.stderr.write(f"dynamic-config-agent: {message}\n\n{USAGE}")
+    return 1
+
+
+def _fatal(message: str) -> int:
+    log.error("agent_failed", extra={"reason": message})
+    return 1
+
+
+def run(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
+    """Parse, check, then render once or watch; the exit code (0 or 1)."""
+    env = os.environ if environ is None else environ
+    configure_logging(_log_level(env))
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] in ("-h", "--help", "help"):
+        sys.stdout.write(USAGE)
+        return 0
+    try:
+        settings = parse_args(args, env)
+    except UsageError as error:
+        return _usage_failure(str(error))
+    try:
+        registry, lock_path = load_registry(env)
+        store = store_type(registry, settings.source, lock_path)
+    except DynconfError as error:
+        return _fatal(str(error))
+    refusals = store.validate(settings.spec)
+    if refusals:
+        return _usage_failure("; ".join(refusals))
+    prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
+    state = AgentState(
+        max_staleness=settings.max_staleness,
+        require_ack=settings.require_ack,
+        tls_verification_skipped=1 if settings.spec.tls.skip_verify else 0,
+    )
+    metrics = AgentMetrics(state)
+    log.info(
+        "agent starting",
+        extra={
+            "store": store.describe(settings.spec),
+            "out": str(settings.request.main.path),
+            "mode": "sidecar" if settings.watching else "init",
+            "watch_seconds": settings.watch,
+            "plugin_lock": lock_path,
+        },
+    )
+    if settings.spec.tls.skip_verify:
+        log.warning(
+            "TLS VERIFICATION IS OFF: the store's certificate is not checked; anyone on the "
+            "network path can read and rewrite this configuration",
+            extra={"store": store.describe(settings.spec)},
+        )
+
+    def build() -> StoreDriver:
+        return StoreDriver(store.build(settings.spec))
+
+    try:
+        return anyio.run(_run_async, settings, metrics, build)
+    except AgentFatal as error:
+        return _fatal(str(error))
+    except DynconfError as error:
+        return _fatal(str(error))
+
+
+async def _run_async(
+    settings: AgentSettings, metrics: AgentMetrics, build: Callable[[], StoreDriver]
+) -> int:
+    try:
+        loop = WatchLoop(
+            settings,
+            metrics,
+            build,
+            events=EventWriter(settings.pod_name, settings.pod_uid) if settings.events else None,
+        )
+    except DynconfError as error:
+        raise AgentFatal(f"the store client could not be built: {error}") from None
+    if not settings.watching:
+        return await _one_shot(loop)
+    return await _sidecar(settings, metrics, loop)
+
+
+async def _one_shot(loop: WatchLoop) -> int:
+    """Init mode: fetch, render, publish, exit 0; any failure is fatal (nothing to keep)."""
+    try:
+        answer = await loop.driver.fetch()
+        if isinstance(answer, Absent):
+            raise AgentFatal("the document is not in the store; write it there or fix --key")
+        await loop.render_now(answer)
+    except DynconfError as error:
+        raise AgentFatal(f"the render failed: {error}") from None
+    finally:
+        await loop.driver.close()
+    return 0
+
+
+async def _sidecar(settings: AgentSettings, metrics: AgentMetrics, loop: WatchLoop) -> int:
+    fatal: list[AgentFatal] = []
+    async with anyio.create_task_group() as tg:
+        if settings.metrics_addr is not None:
+            host, port = settings.metrics_addr
+            await tg.start(serve_metrics, metrics, host, port)
+
+        async def stop_on_signal() -> None:
+            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                async for signum in signals:
+                    log.info("stopping", extra={"signal": signal.Signals(signum).name})
+                    tg.cancel_scope.cancel()
+                    return
+
+        async def work() -> None:
+            try:
+                await loop.first_fetch()
+                await loop.run()
+            except AgentFatal as error:
+                fatal.append(error)
+                tg.cancel_scope.cancel()
+
+        tg.start_soon(stop_on_signal)
+        tg.start_soon(work)
+    with anyio.CancelScope(shield=True):
+        await _shutdown(settings, metrics, loop)
+    if fatal:
+        raise fatal[0]
+    log.info("stopped")
+    return 0
+
+
+async def _shutdown(settings: AgentSettings, metrics: AgentMetrics, loop: WatchLoop) -> None:
+    """Revoke a dynamic lease when asked (within ``--revoke-grace``), then close the client."""
+    lease = loop.current_lease()
+    revoke = getattr(loop.driver.source, "revoke", None)
+    if (
+        settings.dynamic
+        and settings.revoke_on_shutdown
+        and isinstance(lease, Lease)
+        and callable(revoke)
+    ):
+        grace = settings.revoke_grace
+        with anyio.move_on_after(grace) as scope:
+            try:
+                await anyio.to_thread.run_sync(revoke, lease, grace, abandon_on_cancel=True)
+                metrics.state.bump("lease_revocations_total")
+                log.info("lease_revoked")
+            except DynconfError as error:
+                log.warning("lease_not_revoked", extra={"reason": str(error)})
+        if scope.cancelled_caught:
+            log.warning("lease_not_revoked", extra={"reason": "the revoke grace ran out"})
+    await loop.driver.close()
+
+
+def main() -> None:
+    """Console entry point: exit with :func:`run`'s code without waiting on store threads.
+
+    A store client stuck in a long poll lives in a daemon or abandoned worker thread; the
+    process must still end within the pod's grace period, so it exits directly once the logs
+    are flushed.
+    """
+    code = run()
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    os._exit(code)

@@ -1,0 +1,114 @@
+"""``--notify-http``: tell the application, over loopback, that the file just moved.
+
+One ``POST`` after the rename (never before: the promise is that the document is already there
+when the request lands), one attempt, a two-second deadline, never fatal — the file is already
+correct, so a notification that did not arrive undoes nothing. The address is checked for a
+loopback host here as well as at admission, because the two run in different places and an
+agent that POSTs anywhere would be an SSRF primitive holding the pod's store credential.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Final
+
+import anyio
+
+__all__ = ["NOTIFY_DEADLINE", "NotifyTarget", "parse_notify_url", "send_notification"]
+
+NOTIFY_DEADLINE: Final = 2.0
+_READ_LIMIT: Final = 8 * 1024
+_LOOPBACK: Final = {"localhost": "127.0.0.1", "127.0.0.1": "127.0.0.1", "::1": "::1"}
+
+log = logging.getLogger("dynconf_k8s.agent.notify")
+
+
+@dataclass(frozen=True, slots=True)
+class NotifyTarget:
+    """A parsed loopback URL: where to connect and what ``Host`` and path to send."""
+
+    host: str
+    """The name as written (``localhost``, ``127.0.0.1`` or ``::1``)."""
+    address: str
+    """The address connected to (``localhost`` is pinned to ``127.0.0.1``, never resolved)."""
+    port: int
+    path: str
+
+    @property
+    def host_header(self) -> str:
+        shown = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{shown}:{self.port}"
+
+
+def parse_notify_url(url: str) -> NotifyTarget | str:
+    """The target of ``url``, or the refusal sentence (non-http, non-loopback, bad port)."""
+    prefix = "http://"
+    if not url.startswith(prefix):
+        return (
+            f"--notify-http {url} must start with http://; the agent only notifies a process "
+            "in its own pod, over loopback"
+        )
+    rest = url[len(prefix) :]
+    authority, slash, path = rest.partition("/")
+    path = "/" + path if slash else "/"
+    if authority.startswith("["):
+        host, bracket, port_part = authority[1:].partition("]")
+        if not bracket or not port_part.startswith(":"):
+            return f"--notify-http {url} needs a port, e.g. http://[::1]:8080/-/reload"
+        port_text = port_part[1:]
+    elif authority.count(":") > 1:
+        host, _, port_text = authority.rpartition(":")
+    else:
+        host, colon, port_text = authority.partition(":")
+        if not colon:
+            return f"--notify-http {url} needs a port, e.g. http://127.0.0.1:8080/-/reload"
+    if host not in _LOOPBACK:
+        return (
+            f"--notify-http {url} is not loopback; use http://127.0.0.1, http://localhost or "
+            "http://[::1] with a port"
+        )
+    if not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
+        return f"--notify-http {url} has no valid port (1-65535)"
+    return NotifyTarget(host=host, address=_LOOPBACK[host], port=int(port_text), path=path)
+
+
+async def send_notification(target: NotifyTarget) -> bool:
+    """POST once with a two-second deadline; True for a 2xx/3xx answer. Never raises."""
+    request = (
+        f"POST {target.path} HTTP/1.1\r\n"
+        f"Host: {target.host_header}\r\n"
+        "Content-Length: 0\r\n"
+        "User-Agent: dynamic-config-agent\r\n"
+        "Connection: close\r\n\r\n"
+    ).encode("ascii")
+    status: int | None = None
+    with anyio.move_on_after(NOTIFY_DEADLINE):
+        try:
+            async with await anyio.connect_tcp(target.address, target.port) as stream:
+                await stream.send(request)
+                received = b""
+                while b"\r\n" not in received and len(received) < _READ_LIMIT:
+                    try:
+                        chunk = await stream.receive(_READ_LIMIT - len(received))
+                    except anyio.EndOfStream:
+                        break
+                    received += chunk
+                status = _status(received)
+        except OSError as error:
+            log.warning("notify_failed", extra={"reason": error.strerror or type(error).__name__})
+            return False
+    if status is None:
+        log.warning("notify_failed", extra={"reason": "no HTTP answer within 2 s"})
+        return False
+    ok = 200 <= status < 400
+    if not ok:
+        log.warning("notify_refused", extra={"status": status})
+    return ok
+
+
+def _status(head: bytes) -> int | None:
+    line = head.split(b"\r\n", 1)[0].split()
+    if len(line) >= 2 and line[0].startswith(b"HTTP/") and line[1].isdigit():
+        return int(line[1])
+    return None

@@ -1,0 +1,187 @@
+"""The command line as the contract spells it: refusals, defaults, and what reaches the spec."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from dynconf_k8s.agent.canary import Canary, bucket, read_percent
+from dynconf_k8s.agent.flags import UsageError, parse_args
+from dynconf_k8s.agent.notify import NotifyTarget, parse_notify_url
+
+from .conftest import AGENT
+
+BASE = ["--source", "consul", "--endpoint", "http://127.0.0.1:8500", "--key", "app/config.json",
+        "--out", "/tmp/x/app.json"]
+
+
+def refused(argv: list[str], env: dict[str, str] | None = None) -> str:
+    with pytest.raises(UsageError) as caught:
+        parse_args(argv, env or {})
+    return str(caught.value)
+
+
+def test_unknown_flag_is_refused_by_name() -> None:
+    assert refused([*BASE, "--watch-seconds", "5"]) == 'unknown flag "--watch-seconds"'
+
+
+def test_flag_without_value_is_refused() -> None:
+    assert refused([*BASE, "--section"]) == "--section needs a value"
+
+
+def test_equals_form_is_an_unknown_flag() -> None:
+    assert refused([*BASE, "--watch=5"]) == 'unknown flag "--watch=5"'
+
+
+def test_endpoint_comes_from_the_environment_when_absent() -> None:
+    argv = ["--source", "consul", "--key", "a.json", "--out", "/tmp/a.json"]
+    assert refused(argv) == "--endpoint is required (or DYNAMIC_CONFIG_AGENT_ENDPOINT)"
+    settings = parse_args(argv, {"DYNAMIC_CONFIG_AGENT_ENDPOINT": "http://c:8500"})
+    assert settings.spec.endpoint == "http://c:8500"
+    flag_wins = parse_args([*argv, "--endpoint", "http://d:8500"],
+                           {"DYNAMIC_CONFIG_AGENT_ENDPOINT": "http://c:8500"})
+    assert flag_wins.spec.endpoint == "http://d:8500"
+
+
+def test_secrets_come_from_the_environment_only() -> None:
+    assert "DYNAMIC_CONFIG_AGENT_TOKEN" in refused([*BASE, "--token", "s3cr3t"])
+    settings = parse_args(BASE, {"DYNAMIC_CONFIG_AGENT_TOKEN": "tok-9x", "DYNAMIC_CONFIG_AGENT_PASSWORD": "pw-7y"})
+    assert (settings.spec.token, settings.spec.password) == ("tok-9x", "pw-7y")
+    assert "tok-9x" not in repr(settings.spec) and "pw-7y" not in repr(settings.spec)
+
+
+def test_source_must_be_one_of_the_nine() -> None:
+    message = refused(["--source", "zookeeper", "--endpoint", "x", "--key", "k", "--out", "/o.json"])
+    assert "consul, vault, config-server, firestore, git, redis, etcd, nats, s3" in message
+
+
+def test_out_extension_must_name_a_format_unless_templated() -> None:
+    argv = [*BASE[:-1], "/tmp/x/app.conf"]
+    assert "--out /tmp/x/app.conf has no extension a format writes" in refused(argv)
+    settings = parse_args([*argv, "--template-inline", "x={{ a }}"], {})
+    assert settings.request.main.template is not None
+
+
+def test_template_and_template_inline_exclude_each_other() -> None:
+    assert "exclude each other" in refused([*BASE, "--template", "/t", "--template-inline", "x"])
+
+
+def test_watch_takes_whole_seconds_clamped_to_one() -> None:
+    assert refused([*BASE, "--watch", "1.5"]) == "--watch takes whole seconds"
+    assert parse_args([*BASE, "--watch", "0"], {}).watch == 1
+    assert parse_args([*BASE, "--watch", "15"], {}).watch == 15
+    assert parse_args([*BASE, "--watch", "15", "--one-shot"], {}).watch is None
+
+
+def test_file_mode_is_octal_and_owner_readable() -> None:
+    assert parse_args([*BASE, "--file-mode", "0o640"], {}).request.main.mode == 0o640
+    assert parse_args([*BASE, "--file-mode", "0600"], {}).request.main.mode == 0o600
+    assert "past 0777" in refused([*BASE, "--file-mode", "01777"])
+    assert "owner unable to read" in refused([*BASE, "--file-mode", "0044"])
+
+
+def test_also_outputs_share_the_fetch_and_default_to_the_main_mode() -> None:
+    settings = parse_args(
+        [*BASE, "--file-mode", "0640", "--also", "out=/tmp/x/db.yaml,section=db",
+         "--also", "out=/tmp/x/c.toml,mode=0600"], {}
+    )
+    _main, db, cache = settings.request.outputs
+    assert (db.path, db.section, db.mode) == (Path("/tmp/x/db.yaml"), "db", 0o640)
+    assert cache.mode == 0o600
+    assert "needs out=<path>" in refused([*BASE, "--also", "section=db"])
+    assert "has no extension" in refused([*BASE, "--also", "out=/tmp/x/db.env"])
+
+
+def test_max_staleness_accepts_seconds_or_a_duration() -> None:
+    assert parse_args([*BASE, "--max-staleness", "300"], {}).max_staleness == 300
+    assert parse_args([*BASE, "--max-staleness", "6h"], {}).max_staleness == 6 * 3600
+    assert "must not be 0" in refused([*BASE, "--max-staleness", "0"])
+    assert "duration" in refused([*BASE, "--max-staleness", "soon"])
+
+
+def test_policies_are_checked() -> None:
+    settings = parse_args(BASE, {})
+    assert (settings.startup_policy, settings.on_delete, settings.on_drift) == (
+        "allow-cached", "retain", "warn")
+    assert "allow-cached | require-fresh | best-effort" in refused([*BASE, "--startup-policy", "x"])
+    assert "retain | remove | fail" in refused([*BASE, "--on-delete", "keep"])
+    assert "warn | repair | fail" in refused([*BASE, "--on-drift", "fix"])
+
+
+def test_history_keeps_at_most_ten() -> None:
+    assert parse_args([*BASE, "--history", "3"], {}).request.history == 3
+    assert "0 to 10" in refused([*BASE, "--history", "11"])
+
+
+def test_timeout_is_for_four_stores_only() -> None:
+    assert parse_args([*BASE, "--timeout", "5"], {}).spec.timeout == 5
+    redis = ["--source", "redis", "--endpoint", "redis://h", "--key", "k.json", "--out", "/o.json"]
+    assert "--timeout is for consul, vault, config-server and firestore" in refused(
+        [*redis, "--timeout", "5"])
+
+
+def test_events_need_the_pod_name() -> None:
+    assert "DYNAMIC_CONFIG_POD_NAME" in refused([*BASE, "--events"])
+    assert parse_args([*BASE, "--events"], {"DYNAMIC_CONFIG_POD_NAME": "p"}).events
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("http://127.0.0.1:8080/-/reload", NotifyTarget("127.0.0.1", "127.0.0.1", 8080, "/-/reload")),
+        ("http://localhost:9000", NotifyTarget("localhost", "127.0.0.1", 9000, "/")),
+        ("http://[::1]:81/x", NotifyTarget("::1", "::1", 81, "/x")),
+        ("http://::1:81/x", NotifyTarget("::1", "::1", 81, "/x")),
+    ],
+)
+def test_notify_accepts_loopback_only(url: str, expected: NotifyTarget) -> None:
+    assert parse_notify_url(url) == expected
+
+
+@pytest.mark.parametrize(
+    ("url", "why"),
+    [
+        ("https://127.0.0.1:8080/", "must start with http://"),
+        ("http://10.0.0.1:8080/", "is not loopback"),
+        ("http://app.internal:8080/", "is not loopback"),
+        ("http://127.0.0.1/", "needs a port"),
+        ("http://127.0.0.1:99999/", "no valid port"),
+    ],
+)
+def test_notify_refusals(url: str, why: str) -> None:
+    assert why in refused([*BASE, "--notify-http", url])
+
+
+def test_canary_bucket_is_the_first_two_sha256_bytes_mod_100(tmp_path: Path) -> None:
+    # sha256("unnamed") starts 0x2a 0x9d... → 10909 % 100 = 9, computed independently here
+    import hashlib
+
+    expected = int.from_bytes(hashlib.sha256(b"web-7d9f-abcde").digest()[:2], "big") % 100
+    assert bucket("web-7d9f-abcde") == expected
+    percent = tmp_path / "percent"
+    canary = Canary(percent, "web-7d9f-abcde")
+    assert canary.admits() and canary.percent == 100  # missing file: no canary
+    percent.write_text("garbage")
+    assert canary.admits() and canary.percent == 100
+    percent.write_text(" 0\n")
+    assert not canary.admits() and canary.percent == 0
+    percent.write_text("250")
+    assert read_percent(percent) == 100 and canary.admits()
+
+
+def test_store_validate_refuses_with_the_usage_text(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [str(AGENT), *BASE, "--ref", "main"], capture_output=True, text=True, timeout=30
+    )
+    assert result.returncode == 1
+    assert result.stderr.startswith("dynamic-config-agent: --ref is git's; remove it for a consul source")
+    assert "usage: dynamic-config-agent" in result.stderr
+
+
+def test_unknown_flag_exits_one_with_usage() -> None:
+    result = subprocess.run([str(AGENT), "--nope"], capture_output=True, text=True, timeout=30)
+    assert result.returncode == 1
+    assert result.stderr.startswith('dynamic-config-agent: unknown flag "--nope"\n')
+    assert "usage:" in result.stderr
