@@ -39,8 +39,8 @@ BUILD_MODULE = Path(__file__).resolve().parents[1] / "k8s-build"
 KUBE_BINARIES = ("kube-apiserver", "kube-controller-manager")
 
 SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
-KCM_CONTROLLERS = "garbagecollector,namespace,serviceaccount"
-"""Only what tests need: ownerReference GC, namespace deletion that completes, default SAs."""
+KCM_CONTROLLERS = "garbagecollector,namespace,serviceaccount,deployment,replicaset"
+"""What tests need: ownerReference GC, namespace deletion, default SAs, Deployment pods."""
 
 START_TIMEOUT = float(os.environ.get("DYNCONF_TESTENV_KUBE_START_TIMEOUT", "90"))
 
