@@ -1,1 +1,245 @@
-"""Hook implementations for the nats store (none yet: the store lands with its issue)."""
+"""The ``nats`` store type, contributed through the ``dynconf_stores`` hook.
+
+Validation lives here so the agent (at start) and the webhook (at admission) refuse the same
+specs with the same sentences. Building imports nats-py; discovery does not.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
+
+from dynconf.plugins import hookimpl
+from dynconf.stores import (
+    AuthMethod,
+    StoreSpec,
+    StoreType,
+    StoreTypeBase,
+    WatchCapability,
+    format_from_key,
+    redact_url_list,
+)
+
+if TYPE_CHECKING:
+    from dynconf_store_nats.source import NatsSource
+
+__all__ = [
+    "CREDENTIAL_MODES",
+    "NATS_STORE",
+    "NatsKey",
+    "NatsStoreType",
+    "credential_mode",
+    "dynconf_stores",
+    "parse_key",
+]
+
+CREDENTIAL_MODES: Final[Mapping[str, AuthMethod]] = {
+    "creds": AuthMethod(
+        "creds",
+        ("auth_token_path",),
+        "a .creds file (user JWT + nkey seed, as `nsc` writes it) named by --auth-token-path, "
+        "read at every connect",
+    ),
+    "token": AuthMethod(
+        "token", ("token",), "the server's authorization token, from the token slot"
+    ),
+    "anonymous": AuthMethod("anonymous", (), "no credential: a server without authorization"),
+}
+"""How a nats source presents itself, in precedence order. NATS takes no ``--auth``: the
+agent contract picks the mode from what is set — a .creds file, else a token, else none."""
+
+
+def credential_mode(spec: StoreSpec) -> str:
+    """``creds``, ``token`` or ``anonymous``: the first of them whose input is set."""
+    if spec.auth_token_path:
+        return "creds"
+    if spec.token:
+        return "token"
+    return "anonymous"
+
+
+FORMATS: Final = ("json", "toml", "yaml", "ini", "properties", "env")
+SETTINGS: Final = ("format",)
+"""The ``extra`` keys a nats spec accepts."""
+
+_SCHEMES: Final = ("nats", "tls")
+_BUCKET: Final = re.compile(r"^[a-zA-Z0-9_-]+$")
+_KV_KEY: Final = re.compile(r"^[-/_=.a-zA-Z0-9]+$")
+
+
+@dataclass(frozen=True, slots=True)
+class NatsKey:
+    """``<bucket>/<key>`` split at the first ``/``."""
+
+    bucket: str
+    key: str
+
+
+def parse_key(text: str) -> NatsKey | str:
+    """The bucket and KV key, or a refusal sentence that names the fix."""
+    bucket, sep, key = text.strip().lstrip("/").partition("/")
+    example = "e.g. config/myapp/settings.json (bucket config, key myapp/settings.json)"
+    if not sep or not bucket or not key:
+        return f"the nats key {text} must be <bucket>/<key>, {example}"
+    if not _BUCKET.match(bucket):
+        return (
+            f"the nats bucket {bucket} is not a KV bucket name (letters, digits, `-`, `_`); "
+            f"{example}"
+        )
+    if "*" in key or ">" in key:
+        return f"the nats key {key} is a wildcard; a nats source reads one key, so name it exactly"
+    if not _KV_KEY.match(key) or key.startswith(".") or key.endswith("."):
+        return (
+            f"the nats key {key} is not a valid KV key (letters, digits, `-`, `/`, `_`, `=`, "
+            "`.`, not starting or ending with `.`); rename it"
+        )
+    return NatsKey(bucket, key)
+
+
+def server_refusals(endpoint: str) -> list[str]:
+    """Refusals for the server list: ``nats://`` or ``tls://`` URLs, comma separated."""
+    if not endpoint.strip():
+        return [
+            "nats needs --endpoint (or DYNAMIC_CONFIG_AGENT_ENDPOINT): the server URL, e.g. "
+            "nats://nats.infra.svc:4222 (several, comma separated)"
+        ]
+    refusals: list[str] = []
+    for part in (p.strip() for p in endpoint.split(",")):
+        shown_part = redact_url_list(part)
+        scheme, sep, rest = part.partition("://")
+        if not sep or scheme.lower() not in _SCHEMES:
+            refusals.append(
+                f"the nats server {shown_part} needs a nats:// or tls:// scheme, e.g. "
+                "nats://nats.infra.svc:4222"
+            )
+            continue
+        authority, _, path = rest.partition("/")
+        if "@" in authority:
+            refusals.append(
+                f"the nats server {shown_part} carries a credential; remove it from the URL "
+                "and give it as the token (the token slot) or a .creds file "
+                "(--auth-token-path)"
+            )
+            continue
+        if not authority or authority.startswith(":"):
+            refusals.append(f"the nats server {shown_part} names no host; write nats://host:port")
+        elif path:
+            refusals.append(f"the nats server {shown_part} has a path; give only nats://host:port")
+    return refusals
+
+
+class NatsStoreType(StoreTypeBase):
+    """NATS JetStream KV: one key of an existing bucket is one document; a push watch."""
+
+    name = "nats"
+    capability = WatchCapability.PUSH
+    auth_methods: Mapping[str, AuthMethod] = {}
+    blocking = False
+    default_auth = None
+
+    def credential_hint(self) -> str:
+        return "a .creds file (--auth-token-path), else the token, else none"
+
+    def store_refusals(self, spec: StoreSpec) -> list[str]:
+        refusals = server_refusals(spec.endpoint)
+        key = parse_key(spec.key)
+        if isinstance(key, str):
+            refusals.append(key)
+        else:
+            refusals.extend(self._format_refusals(spec, key))
+        refusals.extend(
+            f"{name} is not a nats setting; use one of: {', '.join(SETTINGS)}"
+            for name in sorted(spec.extra)
+            if name not in SETTINGS
+        )
+        refusals.extend(self._auth_refusals(spec))
+        refusals.extend(self._tls_refusals(spec))
+        if spec.timeout is not None and spec.timeout <= 0:
+            refusals.append("--timeout must be a positive number of seconds for nats")
+        return refusals
+
+    @staticmethod
+    def _format_refusals(spec: StoreSpec, key: NatsKey) -> list[str]:
+        chosen = spec.extra.get("format")
+        if chosen is None and format_from_key(key.key) is None:
+            return [
+                f"the nats key {key.key} has no extension naming the stored format; name the "
+                "key with .json, .toml, .yaml, .ini, .properties or .env, or set the format "
+                "setting (format=json)"
+            ]
+        if chosen is not None and chosen.lower() not in FORMATS:
+            return [
+                f"format={chosen} is not a format nats documents can be stored in; use one "
+                f"of: {', '.join(FORMATS)}"
+            ]
+        return []
+
+    @staticmethod
+    def _auth_refusals(spec: StoreSpec) -> list[str]:
+        refusals: list[str] = []
+        for flag, value in (("--auth-role", spec.auth_role), ("--auth-mount", spec.auth_mount),
+                            ("--auth-username", spec.auth_username)):  # fmt: skip
+            if value:
+                refusals.append(
+                    f"nats takes no {flag}; remove it (a .creds file or a token signs in)"
+                )
+        if spec.password:
+            refusals.append(
+                "nats takes no password; give a token (the token slot) or a .creds file "
+                "(--auth-token-path)"
+            )
+        return refusals
+
+    @staticmethod
+    def _tls_refusals(spec: StoreSpec) -> list[str]:
+        refusals: list[str] = []
+        for flag, value in (("--ca", spec.tls.ca_file), ("--tls-cert", spec.tls.cert_file),
+                            ("--tls-key", spec.tls.key_file)):  # fmt: skip
+            if value and "-----BEGIN" in value:
+                refusals.append(
+                    f"{flag} holds PEM text; nats refuses certificate bytes rather than ignore "
+                    "them: mount the material as a file and give its path"
+                )
+        return refusals
+
+    def describe(self, spec: StoreSpec) -> str:
+        key = parse_key(spec.key)
+        servers = redact_url_list(spec.endpoint)
+        if isinstance(key, str):
+            return f"nats {servers} key {spec.key}"
+        return f"nats {servers} bucket {key.bucket} key {key.key}"
+
+    def build(self, spec: StoreSpec) -> NatsSource:
+        """A source for ``spec`` (no I/O); refuses (BackendError) what :meth:`validate` refuses."""
+        from dynconf.errors import BackendError, Origin
+        from dynconf_store_nats.connection import DEFAULT_TIMEOUT, ConnectSettings, load_client
+        from dynconf_store_nats.source import NatsSource
+
+        description = self.describe(spec)
+        refusals = self.validate(spec)
+        if refusals:
+            raise BackendError("; ".join(refusals), origin=Origin.remote(description))
+        key = parse_key(spec.key)
+        assert isinstance(key, NatsKey)
+        mode = credential_mode(spec)
+        settings = ConnectSettings(
+            servers=tuple(p.strip() for p in spec.endpoint.split(",")),
+            token=spec.token if mode == "token" else None,
+            creds_file=spec.auth_token_path if mode == "creds" else None,
+            tls=spec.tls,
+            timeout=spec.timeout or DEFAULT_TIMEOUT,
+            description=description,
+        )
+        format_name = (spec.extra.get("format") or format_from_key(key.key) or "").lower()
+        load_client()
+        return NatsSource(settings, key.bucket, key.key, format_name)
+
+
+NATS_STORE: Final = NatsStoreType()
+
+
+@hookimpl
+def dynconf_stores() -> Iterable[StoreType]:
+    return [NATS_STORE]

@@ -1,0 +1,326 @@
+"""The S3 source: one object read as one document, watched by conditional HEAD on its ETag.
+
+Blocking, not async: boto3/botocore is a blocking client, so the source implements
+:class:`~dynconf.stores.RemoteSource` and the engine runs it in a worker thread (the
+contract: pick the trait the client speaks, never wrap one in the other). The client is
+botocore's own S3 client — boto3 adds only resource objects this store does not use, and
+costs memory at import.
+
+``fetch`` is ``GetObject``: the body decoded as UTF-8, the format named by the key's
+extension (or the spec), and the ETag (quotes stripped) as the revision. A missing object
+(404, ``NoSuchKey``) is :data:`ABSENT`; a missing bucket is a remote error that says so.
+
+``changes`` asks each interval with ``HeadObject`` and ``If-None-Match: <last ETag>``: a
+304 means unchanged and costs no body; a new ETag is followed by one ``GetObject``, whose
+ETag becomes the marker (the object may have moved again between the two requests). The
+first answer primes the marker and yields nothing. A 404 yields :data:`ABSENT` once; the
+object's return yields its document. Failures back off with :class:`~dynconf.stores.Pace`;
+a refused credential is raised.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from dynconf.errors import AuthError, DynconfError, Origin, RemoteError
+from dynconf.stores import ABSENT, Absent, Fetched, Pace, TlsSettings, WatchCapability
+from dynconf_store_s3.plugin import PLACEHOLDER_REGION
+
+__all__ = ["AUTH_CODES", "DEFAULT_TIMEOUT", "FailureSink", "S3Settings", "S3Source"]
+
+DEFAULT_TIMEOUT: Final = 10.0
+"""Seconds for connecting and for each read of one attempt (botocore retries 3 times)."""
+MAX_ATTEMPTS: Final = 3
+_SLICE: Final = 0.25
+
+AUTH_CODES: Final = frozenset(
+    {
+        "AccessDenied",
+        "InvalidAccessKeyId",
+        "SignatureDoesNotMatch",
+        "ExpiredToken",
+        "InvalidToken",
+        "TokenRefreshRequired",
+    }
+)
+"""S3 error codes that mean the store refused the credential. Everything else is remote,
+including ``RequestTimeTooSkewed`` (also a 403: a clock to fix, not a credential)."""
+_NOT_FOUND: Final = frozenset({"404", "NoSuchKey", "NotFound"})
+_NOT_MODIFIED: Final = "304"
+
+FailureSink = Callable[[DynconfError], None]
+"""Receives each failure the watch survives by retrying (the agent counts and logs them)."""
+
+log = logging.getLogger("dynconf.store.s3")
+
+
+@dataclass(frozen=True, slots=True)
+class S3Settings:
+    """Everything needed to build the client and address the object."""
+
+    bucket: str
+    key: str
+    format_name: str
+    description: str
+    api_url: str | None = None
+    tls: TlsSettings = field(default_factory=TlsSettings)
+    timeout: float = DEFAULT_TIMEOUT
+
+
+@dataclass(frozen=True, slots=True)
+class _Head:
+    etag: str | None
+    """None when the object is absent."""
+
+
+class S3Source:
+    """A blocking :class:`~dynconf.stores.RemoteSource` over one S3 object."""
+
+    capability = WatchCapability.CONDITIONAL
+
+    def __init__(self, settings: S3Settings, *, on_failure: FailureSink | None = None) -> None:
+        self._settings = settings
+        self._description = settings.description
+        self._client: Any = None
+        self.on_failure = on_failure
+        self.connected = False
+        """True while the watch's last check succeeded."""
+
+    @property
+    def client(self) -> Any:
+        """The botocore S3 client, built (and the CA file read) at first use."""
+        if self._client is None:
+            self._client = self._build_client()
+        return self._client
+
+    def describe(self) -> str:
+        return self._description
+
+    def fetch(self) -> Fetched | Absent:
+        """Read the object now: its document, or ABSENT when there is no such object."""
+        return self._get()
+
+    def changes(self, interval: float, stop: Callable[[], bool]) -> Iterator[Fetched | Absent]:
+        """Yield the document (or ABSENT) each time a conditional HEAD sees it move.
+
+        Stopping is checked every 250 ms while waiting, so it takes at most that plus one
+        request.
+        """
+        pace = Pace(interval)
+        primed = False
+        marker: str | None = None  # the ETag last seen; None while the object is absent
+        while not stop():
+            try:
+                head = self._head(marker if primed else None)
+                if head is not None and not primed:
+                    primed, marker = True, head.etag
+                elif head is not None:
+                    answer = ABSENT if head.etag is None else self._get()
+                    if isinstance(answer, Fetched):
+                        marker = answer.revision or head.etag
+                        yield answer
+                    elif marker is not None:  # deleted (perhaps between HEAD and GET)
+                        marker = None
+                        yield ABSENT
+                self.connected = True
+                pace.succeeded()
+            except AuthError:
+                self.connected = False
+                raise
+            except DynconfError as exc:
+                self.connected = False
+                self._report(exc)
+                pace.failed()
+            if self._pause(pace.next_wait(), stop):
+                return
+
+    def close(self) -> None:
+        """Release the client's connection pool."""
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    # ------------------------------------------------------------------ internals
+    def _build_client(self) -> Any:
+        import botocore.config
+        import botocore.session
+
+        settings = self._settings
+        tls = settings.tls
+        verify: bool | str = True
+        if tls.ca_file:
+            if not Path(tls.ca_file).is_file():
+                raise self._remote(
+                    f"--ca {tls.ca_file} is not a readable file; mount it or fix the path"
+                )
+            verify = tls.ca_file
+        elif tls.skip_verify:
+            log.warning(
+                "s3 TLS verification is off (--tls-skip-verify)",
+                extra={"event": "store_tls_skip_verify", "store": self._description},
+            )
+            verify = False
+        session = botocore.session.get_session()
+        # The AWS SDKs read AWS_REGION; botocore reads only AWS_DEFAULT_REGION and profiles.
+        region = os.environ.get("AWS_REGION") or session.get_config_variable("region")
+        if not region and settings.api_url:
+            region = PLACEHOLDER_REGION
+        config = botocore.config.Config(
+            s3={"addressing_style": "path"},
+            connect_timeout=settings.timeout,
+            read_timeout=settings.timeout,
+            retries={"max_attempts": MAX_ATTEMPTS, "mode": "standard"},
+            user_agent_extra="dynconf",
+        )
+        return session.create_client(
+            "s3",
+            region_name=region or None,
+            endpoint_url=settings.api_url,
+            verify=verify,
+            config=config,
+        )
+
+    def _head(self, etag: str | None) -> _Head | None:
+        """A conditional HEAD: None when the ETag still matches (304), else the new state."""
+        params: dict[str, str] = {"Bucket": self._settings.bucket, "Key": self._settings.key}
+        if etag is not None:
+            params["IfNoneMatch"] = f'"{etag}"'
+        try:
+            answer = self._call("head_object", params)
+        except _Answered as exc:
+            if exc.code == _NOT_MODIFIED:
+                return None
+            if exc.code in _NOT_FOUND or exc.status == 404:
+                return _Head(None)
+            if exc.status == 403:
+                # A HEAD answer has no body, so its code is only "403". The GET names the
+                # code (AccessDenied vs RequestTimeTooSkewed) and is refused just the same,
+                # so it downloads nothing.
+                self._get()
+            raise self._classified(exc) from None
+        etag_header = answer.get("ETag")
+        if not etag_header:
+            raise self._remote("answered a HEAD without an ETag; is a proxy in front of it?")
+        return _Head(str(etag_header).strip('"'))
+
+    def _get(self) -> Fetched | Absent:
+        params = {"Bucket": self._settings.bucket, "Key": self._settings.key}
+        try:
+            answer = self._call("get_object", params)
+        except _Answered as exc:
+            if exc.code in _NOT_FOUND:
+                return ABSENT
+            raise self._classified(exc) from None
+        body = answer["Body"]
+        try:
+            data = body.read()
+        except Exception:
+            raise self._remote(
+                "dropped the connection while sending the object; retrying"
+            ) from None
+        finally:
+            body.close()
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise self._remote(
+                "holds an object that is not UTF-8 text; store the document as UTF-8"
+            ) from None
+        etag = answer.get("ETag")
+        return Fetched(
+            text=text,
+            format=self._settings.format_name,
+            revision=str(etag).strip('"') if etag else None,
+        )
+
+    def _call(self, operation: str, params: dict[str, str]) -> dict[str, Any]:
+        """One client call; an S3 error answer is raised as :class:`_Answered` (typed)."""
+        import botocore.exceptions as bex
+
+        try:
+            result: dict[str, Any] = getattr(self.client, operation)(**params)
+        except bex.ClientError as exc:
+            error = exc.response.get("Error", {})
+            meta = exc.response.get("ResponseMetadata", {})
+            raise _Answered(
+                str(error.get("Code", "")), int(meta.get("HTTPStatusCode", 0))
+            ) from None
+        except bex.NoCredentialsError:
+            raise self._remote(
+                "found no AWS credentials: give the pod an IAM role (IRSA) or set "
+                "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (the aws-secret annotation)"
+            ) from None
+        except bex.SSLError:
+            raise self._remote(
+                "refused the TLS handshake; check --ca (the CA that signed the server's "
+                "certificate) and that the --api-url host is named in it"
+            ) from None
+        except (bex.ConnectTimeoutError, bex.ReadTimeoutError):
+            raise self._remote(
+                f"did not answer within the {self._settings.timeout:g} s timeout; check the "
+                "server is up, or raise --timeout"
+            ) from None
+        except (bex.EndpointConnectionError, bex.ConnectionError):
+            raise self._remote(
+                "cannot be reached; check --api-url (or the region) and that the server runs"
+            ) from None
+        except bex.BotoCoreError as exc:
+            raise self._remote(f"request failed ({type(exc).__name__})") from None
+        return result
+
+    def _classified(self, answered: _Answered) -> DynconfError:
+        code, status = answered.code, answered.status
+        if code in AUTH_CODES:
+            return AuthError(
+                f"{self._description} refused the credential ({code}); grant the role "
+                "s3:GetObject on the object, or replace the access keys",
+                origin=Origin.remote(self._description),
+            )
+        if code == "NoSuchBucket":
+            return self._remote(
+                "has no such bucket (NoSuchBucket); check the endpoint (the bucket name) and "
+                "the region or --api-url"
+            )
+        if code == "RequestTimeTooSkewed":
+            return self._remote("refused the request: the clock is skewed; fix the node's time")
+        return self._remote(f"answered {status} ({code or 'no code'}); retrying")
+
+    def _report(self, error: DynconfError) -> None:
+        log.warning(
+            "s3 watch check failed; retrying",
+            extra={"event": "store_watch_failed", "store": self._description,
+                   "kind": str(error.kind), "reason": error.message},
+        )  # fmt: skip
+        if self.on_failure is not None:
+            self.on_failure(error)
+
+    @staticmethod
+    def _pause(seconds: float, stop: Callable[[], bool]) -> bool:
+        """Sleep in short slices; True when ``stop()`` turned true meanwhile."""
+        deadline = time.monotonic() + seconds
+        while (left := deadline - time.monotonic()) > 0:
+            if stop():
+                return True
+            time.sleep(min(_SLICE, left))
+        return stop()
+
+    def _remote(self, what: str) -> RemoteError:
+        return RemoteError(f"{self._description} {what}", origin=Origin.remote(self._description))
+
+    def __repr__(self) -> str:
+        return f"S3Source({self._description!r})"
+
+
+class _Answered(Exception):
+    """S3 answered with an error status; the code and status decide, never the text."""
+
+    def __init__(self, code: str, status: int) -> None:
+        super().__init__(code)
+        self.code = code
+        self.status = status

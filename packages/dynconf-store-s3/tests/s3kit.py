@@ -1,0 +1,222 @@
+"""Helpers for the s3 store tests: own moto servers (TLS, credential checks), a CA, counting."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dynconf.stores import StoreSpec
+from dynconf_store_s3 import S3_STORE, S3Source
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def cache_dir() -> Path:
+    env = os.environ.get("DYNCONF_TESTENV_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "dynconf-testenv"
+
+
+def find_moto_server() -> Path:
+    binary = cache_dir() / "venv" / "bin" / "moto_server"
+    if not binary.is_file():
+        subprocess.run([sys.executable, str(REPO / "scripts" / "testenv"), "install", "s3"],
+                       check=False, capture_output=True, timeout=300)  # fmt: skip
+    if not binary.is_file():
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"moto_server is not installed at {binary}")
+        pytest.skip(f"moto_server is not installed at {binary}; run `scripts/testenv install s3`")
+    return binary
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class OwnMoto:
+    """A moto S3 server this session owns, stopped by its own pid."""
+
+    def __init__(self, binary: Path, directory: Path, *, cert: Path | None = None,
+                 key: Path | None = None, env: dict[str, str] | None = None) -> None:  # fmt: skip
+        self.port = free_port()
+        scheme = "https" if cert else "http"
+        self.url = f"{scheme}://localhost:{self.port}"
+        args = [str(binary), "-H", "127.0.0.1", "-p", str(self.port)]
+        if cert and key:
+            args += ["-c", str(cert), "-k", str(key)]
+        directory.mkdir(parents=True, exist_ok=True)
+        log = (directory / "moto.log").open("ab")
+        self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, cwd=directory,
+                                     env={**os.environ, **(env or {})})  # fmt: skip
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            with (
+                contextlib.suppress(OSError),
+                socket.create_connection(("127.0.0.1", self.port), 0.5),
+            ):
+                return
+            time.sleep(0.05)
+        raise RuntimeError(f"moto_server did not start; see {directory / 'moto.log'}")
+
+    def stop(self) -> None:
+        self.proc.kill()
+        self.proc.wait(10)
+
+
+def s3_source(bucket: str, key: str, **fields: Any) -> S3Source:
+    return S3_STORE.build(StoreSpec(source="s3", endpoint=bucket, key=key, **fields))
+
+
+class Requests:
+    """Counts the HTTP requests a source's client sends (method, URL, headers), by event hook."""
+
+    def __init__(self, source: S3Source) -> None:
+        self.sent: list[tuple[str, str, dict[str, str]]] = []
+        source.client.meta.events.register("before-send.s3", self._record)
+
+    def _record(self, request: Any, **_kwargs: Any) -> None:
+        headers = {k: (v.decode() if isinstance(v, bytes) else str(v))
+                   for k, v in request.headers.items()}  # fmt: skip
+        self.sent.append((request.method, request.url, headers))
+
+    def count(self, method: str) -> int:
+        return sum(1 for m, _url, _h in self.sent if m == method)
+
+
+@dataclass(frozen=True)
+class Pki:
+    ca: Path
+    server_cert: Path
+    server_key: Path
+    other_ca: Path
+
+
+def make_pki(directory: Path) -> Pki:
+    """A private CA and a server certificate naming localhost."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    now = dt.datetime.now(dt.UTC)
+
+    def name(text: str) -> x509.Name:
+        return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, text)])
+
+    def build(subject: str, issuer: Any, key: Any, ca: bool, sans: list[Any]) -> Any:
+        builder = (x509.CertificateBuilder().subject_name(name(subject))
+                   .issuer_name(name(issuer[0]) if issuer else name(subject))
+                   .public_key(key.public_key()).serial_number(x509.random_serial_number())
+                   .not_valid_before(now - dt.timedelta(minutes=5))
+                   .not_valid_after(now + dt.timedelta(days=1))
+                   .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))  # fmt: skip
+        if sans:
+            builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
+        return builder.sign(issuer[1] if issuer else key, hashes.SHA256())
+
+    ca_key, other_key, server_key = (ec.generate_private_key(ec.SECP256R1()) for _ in range(3))
+    ca = build("dynconf s3 test CA", None, ca_key, True, [])
+    other = build("some other CA", None, other_key, True, [])
+    server = build("localhost", ("dynconf s3 test CA", ca_key), server_key, False,
+                   [x509.DNSName("localhost")])  # fmt: skip
+    pem = serialization.Encoding.PEM
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "ca.pem").write_bytes(ca.public_bytes(pem))
+    (directory / "other-ca.pem").write_bytes(other.public_bytes(pem))
+    (directory / "server.pem").write_bytes(server.public_bytes(pem))
+    (directory / "server-key.pem").write_bytes(server_key.private_bytes(
+        pem, serialization.PrivateFormat.TraditionalOpenSSL, serialization.NoEncryption()))  # fmt: skip
+    return Pki(directory / "ca.pem", directory / "server.pem", directory / "server-key.pem",
+               directory / "other-ca.pem")  # fmt: skip
+
+
+def wait_for(predicate: Any, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(0.02)
+
+
+def http_ok(url: str) -> bool:
+    with contextlib.suppress(OSError), urllib.request.urlopen(url, timeout=1):
+        return True
+    return False
+
+
+class CutProxy:
+    """A loopback TCP relay in front of a server; ``cut`` drops every connection and refuses
+    new ones (as a dead server would), ``restore`` lets them through again."""
+
+    def __init__(self, target_port: int) -> None:
+        import threading
+
+        self.target_port = target_port
+        self.listener = socket.socket()
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(64)
+        self.port = int(self.listener.getsockname()[1])
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.open = True
+        self.closed = False
+        self._conns: list[socket.socket] = []
+        self._lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        import threading
+
+        while not self.closed:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            if not self.open:
+                client.close()
+                continue
+            try:
+                upstream = socket.create_connection(("127.0.0.1", self.target_port), 2)
+            except OSError:
+                client.close()
+                continue
+            with self._lock:
+                self._conns += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(src: socket.socket, dst: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := src.recv(65536):
+                dst.sendall(data)
+        with contextlib.suppress(OSError):
+            dst.shutdown(socket.SHUT_RDWR)
+
+    def cut(self) -> None:
+        self.open = False
+        with self._lock:
+            conns, self._conns = self._conns, []
+        for conn in conns:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+            conn.close()
+
+    def restore(self) -> None:
+        self.open = True
+
+    def close(self) -> None:
+        self.closed = True
+        self.cut()
+        self.listener.close()
