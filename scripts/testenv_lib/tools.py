@@ -304,8 +304,18 @@ def _installer(tool: GoTool) -> Callable[[Context], None]:
     return install
 
 
+KUSTOMIZE = GoTool(
+    "kustomize",
+    "sigs.k8s.io/kustomize/kustomize/v5",
+    "v5.8.1",
+    # what `kustomize version` prints; the chart tests render deploy/kustomize/* with it offline
+    "-s -w -X sigs.k8s.io/kustomize/api/provenance.version=v5.8.1",
+)
+"""kustomize for the deploy/kustomize base and overlays (the tests never need kubectl)."""
+
 INSTALLERS: dict[str, Callable[[Context], None]] = {
     **{name: _installer(tool) for name, tool in TOOLS.items()},
     "kube-schemas": install_kube_schemas,
+    "kustomize": _installer(KUSTOMIZE),
 }
 SERVERS: dict[str, Callable[[Context], dict[str, str]]] = {}

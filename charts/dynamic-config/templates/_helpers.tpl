@@ -1,0 +1,179 @@
+{{/* ------------------------------------------------------------------ names */}}
+
+{{/* The chart's base name: "dynamic-config" unless nameOverride says otherwise. */}}
+{{- define "dc.name" -}}
+{{- .Values.nameOverride | default .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Every object is named from this, not from the release: the names are what kubectl users,
+     kustomize patches and the book refer to, so they stay fixed across releases. */}}
+{{- define "dc.fullname" -}}
+{{- .Values.fullnameOverride | default (include "dc.name" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "dc.webhook" -}}{{ include "dc.fullname" . }}-webhook{{- end -}}
+{{- define "dc.installation" -}}{{ include "dc.webhook" . }}-installation{{- end -}}
+{{- define "dc.operator" -}}{{ include "dc.fullname" . }}-operator{{- end -}}
+{{- define "dc.nodeAgent" -}}{{ include "dc.fullname" . }}-node-agent{{- end -}}
+{{- define "dc.tlsSecret" -}}{{ include "dc.webhook" . }}-tls{{- end -}}
+
+{{- define "dc.webhook.serviceAccount" -}}
+{{- if .Values.webhook.serviceAccount.create -}}
+{{- .Values.webhook.serviceAccount.name | default (include "dc.webhook" .) -}}
+{{- else -}}
+{{- .Values.webhook.serviceAccount.name | default "default" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "dc.operator.serviceAccount" -}}
+{{- if .Values.operator.serviceAccount.create -}}
+{{- .Values.operator.serviceAccount.name | default (include "dc.operator" .) -}}
+{{- else -}}
+{{- .Values.operator.serviceAccount.name | default "default" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* ----------------------------------------------------------------- labels */}}
+
+{{- define "dc.labels" -}}
+app.kubernetes.io/name: {{ include "dc.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/* Selector labels: (dict "root" $ "component" "webhook"). Never carries a version, so a
+     Deployment's selector does not change on upgrade. */}}
+{{- define "dc.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "dc.name" .root }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{/* metadata.labels + metadata.annotations of an object: (dict "root" $ "component" "x"
+     "annotations" <map or nil>). The component label is omitted when component is empty. */}}
+{{- define "dc.metadata" -}}
+labels:
+  {{- include "dc.labels" .root | nindent 2 }}
+  {{- with .component }}
+  app.kubernetes.io/component: {{ . }}
+  {{- end }}
+{{- $annotations := merge (dict) (.annotations | default (dict)) (.root.Values.commonAnnotations | default (dict)) }}
+{{- with $annotations }}
+annotations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{/* ----------------------------------------------------------------- images */}}
+
+{{/* An image reference from (dict "root" $ "image" <repo> "tag" <tag> "digest" <digest>).
+     An empty tag is the chart's appVersion with a "v"; "latest" is refused whatever else is set,
+     because a values file that says latest says the author meant "whatever is newest"; a digest
+     wins over a tag. */}}
+{{- define "dc.image" -}}
+{{- $tag := .tag | default (printf "v%s" .root.Chart.AppVersion) | toString -}}
+{{- if eq $tag "latest" -}}
+{{- fail "tag \"latest\" is not an identity — pin a version or a digest" -}}
+{{- end -}}
+{{- if .digest -}}
+{{- printf "%s@%s" .image .digest -}}
+{{- else -}}
+{{- printf "%s:%s" .image $tag -}}
+{{- end -}}
+{{- end -}}
+
+{{/* ------------------------------------------------------------- posture */}}
+
+{{/* The restricted Pod Security Standard, container level. */}}
+{{- define "dc.containerSecurity" -}}
+runAsNonRoot: true
+runAsUser: 65532
+runAsGroup: 65532
+allowPrivilegeEscalation: false
+capabilities:
+  drop: ["ALL"]
+readOnlyRootFilesystem: true
+seccompProfile:
+  type: RuntimeDefault
+{{- end -}}
+
+{{/* The restricted Pod Security Standard, pod level. */}}
+{{- define "dc.podSecurity" -}}
+runAsNonRoot: true
+runAsUser: 65532
+runAsGroup: 65532
+fsGroup: 65532
+seccompProfile:
+  type: RuntimeDefault
+{{- end -}}
+
+{{/* --------------------------------------------------------------- TLS */}}
+
+{{/* Which TLS mode: "chart" (minted here), "cert-manager" or "selfrotate". Both of the last two
+     at once is a contradiction, not a preference, and fails the render. */}}
+{{- define "dc.tlsMode" -}}
+{{- if and .Values.webhook.certManager.enabled .Values.webhook.selfRotate.enabled -}}
+{{- fail "webhook.certManager and webhook.selfRotate are two answers to one question: enable at most one" -}}
+{{- else if .Values.webhook.certManager.enabled -}}
+cert-manager
+{{- else if .Values.webhook.selfRotate.enabled -}}
+selfrotate
+{{- else -}}
+chart
+{{- end -}}
+{{- end -}}
+
+{{/* The chart-minted pair as YAML {crt, key, ca} (base64). An existing Secret wins: an upgrade
+     must not rotate what the webhook configuration trusts behind the operator's back. */}}
+{{- define "dc.chartTls" -}}
+{{- $existing := lookup "v1" "Secret" .Release.Namespace (include "dc.tlsSecret" .) -}}
+{{- if and $existing $existing.data (index $existing.data "tls.crt") (index $existing.data "ca.crt") -}}
+crt: {{ index $existing.data "tls.crt" }}
+key: {{ index $existing.data "tls.key" }}
+ca: {{ index $existing.data "ca.crt" }}
+{{- else -}}
+{{- $webhook := include "dc.webhook" . -}}
+{{- $days := int .Values.webhook.selfSignedDays -}}
+{{- $ca := genCA (printf "%s-ca" $webhook) $days -}}
+{{- $names := list (printf "%s.%s.svc" $webhook .Release.Namespace) (printf "%s.%s" $webhook .Release.Namespace) -}}
+{{- $leaf := genSignedCert (first $names) nil $names $days $ca -}}
+crt: {{ $leaf.Cert | b64enc }}
+key: {{ $leaf.Key | b64enc }}
+ca: {{ $ca.Cert | b64enc }}
+{{- end -}}
+{{- end -}}
+
+{{/* ---------------------------------------------------- installation */}}
+
+{{/* The installation document (YAML) built from every map-form setting, or "" when all of them
+     are strings. The webhook reads it from /etc/dynamic-config/installation.yaml and turns it
+     into the same grammar the environment variables use. */}}
+{{- define "dc.installationDocument" -}}
+{{- $doc := dict -}}
+{{- $perStore := .Values.agent.defaults.perStore -}}
+{{- if and $perStore (kindIs "map" $perStore) -}}
+{{- $_ := set $doc "storeDefaults" $perStore -}}
+{{- end -}}
+{{- range $gate := list "agentEnvAllow" "sourceAllow" "sourceDeny" -}}
+{{- $value := index $.Values.webhook $gate -}}
+{{- if and $value (kindIs "map" $value) -}}
+{{- $_ := set $doc $gate $value -}}
+{{- end -}}
+{{- end -}}
+{{- if $doc -}}
+{{- toYaml $doc -}}
+{{- end -}}
+{{- end -}}
+
+{{/* One env entry, on its own line(s) indented by .indent, when the value is set (neither ""
+     nor null): (dict "name" N "value" V "indent" 12). */}}
+{{- define "dc.envIfSet" -}}
+{{- if and (not (kindIs "invalid" .value)) (ne (toString .value) "") -}}
+{{- printf "- name: %s\n  value: %s" .name (toString .value | quote) | nindent (int .indent) -}}
+{{- end -}}
+{{- end -}}

@@ -1,0 +1,208 @@
+"""deploy/kustomize: the base and every overlay build with the pinned kustomize binary (what
+`kubectl kustomize` runs) and pass kubeconform -strict offline."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.chart.support import (
+    KUSTOMIZE,
+    OFFLINE,
+    REPO,
+    Manifest,
+    assert_valid,
+    by_kind,
+    documents,
+    one,
+    pod_specs,
+)
+from tests.fixtures.kube import Kubeconform, _tool
+
+pytestmark = pytest.mark.helm
+
+OVERLAYS = (
+    "base",
+    "overlays/cert-manager",
+    "overlays/own-cert",
+    "overlays/selfrotate",
+    "overlays/selfrotate/bootstrap",
+    "overlays/with-operator",
+)
+
+
+@pytest.fixture(scope="session")
+def kustomize_bin() -> Path:
+    """The pinned kustomize binary (`scripts/testenv install kustomize`)."""
+    return _tool("kustomize", "kustomize")
+
+
+def _own_pair(directory: Path) -> None:
+    """A throwaway CA and serving pair where the own-cert overlay expects them."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    now = datetime.datetime.now(datetime.UTC)
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "dynamic-config-webhook")])
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now)
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName(
+                [x509.DNSName("dynamic-config-webhook.dynamic-config.svc")]
+            ),
+            critical=False,
+        )
+        .sign(key, hashes.SHA256())
+    )
+    pem = cert.public_bytes(serialization.Encoding.PEM)
+    (directory / "tls.crt").write_bytes(pem)
+    (directory / "ca.crt").write_bytes(pem)
+    (directory / "tls.key").write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of deploy/ (the base reaches ../../crds) with own-cert's PEM files in place."""
+    root = tmp_path_factory.mktemp("deploy") / "deploy"
+    shutil.copytree(REPO / "deploy", root)
+    _own_pair(root / "kustomize" / "overlays" / "own-cert")
+    return root / "kustomize"
+
+
+def _build(kustomize_bin: Path, tree: Path, overlay: str) -> str:
+    result = subprocess.run(
+        [str(kustomize_bin), "build", str(tree / overlay)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **OFFLINE},
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_each_overlay_builds_and_passes_kubeconform(
+    overlay: str, kustomize_bin: Path, kubeconform: Kubeconform, tree: Path, tmp_path: Path
+) -> None:
+    rendered = _build(kustomize_bin, tree, overlay)
+
+    assert_valid(kubeconform, rendered, tmp_path)
+
+
+def test_the_repository_tree_is_what_the_tests_build() -> None:
+    assert (KUSTOMIZE / "base" / "kustomization.yaml").is_file()
+    ignored = (KUSTOMIZE / "overlays" / "own-cert" / ".gitignore").read_text()
+    assert {"tls.crt", "tls.key", "ca.crt"} <= set(ignored.split())
+
+
+def test_base_carries_an_empty_commented_installation_document(
+    kustomize_bin: Path, tree: Path
+) -> None:
+    import yaml
+
+    docs = documents(_build(kustomize_bin, tree, "base"))
+
+    config_map = one(docs, "ConfigMap", "dynamic-config-webhook-installation")
+    text = config_map["data"]["installation.yaml"]
+    assert yaml.safe_load(text) is None, "the shipped document must be all comments"
+    assert "storeDefaults" in text and "sourceAllow" in text
+    assert len(by_kind(docs, "CustomResourceDefinition")) == 3
+    (hook,) = one(docs, "MutatingWebhookConfiguration", "dynamic-config")["webhooks"]
+    assert hook["namespaceSelector"]["matchExpressions"][0]["values"] == [
+        "kube-system",
+        "kube-node-lease",
+        "dynamic-config",
+    ]
+    assert hook["failurePolicy"] == "Ignore"
+
+
+def test_base_installation_document_starts_the_webhook(kustomize_bin: Path, tree: Path,
+                                                       tmp_path: Path) -> None:  # fmt: skip
+    import sys
+
+    docs = documents(_build(kustomize_bin, tree, "base"))
+    webhook = Path(sys.executable).with_name("dynamic-config-webhook")
+    if not webhook.exists():
+        pytest.skip("dynamic-config-webhook is not installed")
+    document = tmp_path / "installation.yaml"
+    document.write_text(one(docs, "ConfigMap")["data"]["installation.yaml"])
+    pod = REPO / "examples" / "consul-anonymous.yaml"
+
+    result = subprocess.run(
+        [str(webhook), "validate", str(pod)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "DYNAMIC_CONFIG_WEBHOOK_DEFAULTS_FILE": str(document)},
+        timeout=60,
+        check=False,
+    )
+
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_own_cert_copies_the_ca_into_the_webhook_configuration(
+    kustomize_bin: Path, tree: Path
+) -> None:
+    docs = documents(_build(kustomize_bin, tree, "overlays/own-cert"))
+
+    secret = one(docs, "Secret", "dynamic-config-webhook-tls")
+    (hook,) = one(docs, "MutatingWebhookConfiguration")["webhooks"]
+    assert hook["clientConfig"]["caBundle"] == secret["data"]["ca.crt"]
+    assert secret["type"] == "kubernetes.io/tls"
+
+
+def test_cert_manager_and_selfrotate_overlays_wire_their_mode(
+    kustomize_bin: Path, tree: Path
+) -> None:
+    cert_manager = documents(_build(kustomize_bin, tree, "overlays/cert-manager"))
+    rotating = documents(_build(kustomize_bin, tree, "overlays/selfrotate"))
+
+    mwc = one(cert_manager, "MutatingWebhookConfiguration")
+    assert mwc["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == (
+        "dynamic-config/dynamic-config-webhook"
+    )
+    one(cert_manager, "Certificate", "dynamic-config-webhook")
+    deployment = one(rotating, "Deployment", "dynamic-config-webhook")
+    spec = deployment["spec"]["template"]["spec"]
+    assert spec["automountServiceAccountToken"] is True
+    env = {e["name"]: e.get("value") for e in spec["containers"][0]["env"]}
+    assert env["DYNAMIC_CONFIG_WEBHOOK_SELF_ROTATE"] == "1"
+    assert env["DYNAMIC_CONFIG_WEBHOOK_MWC"] == "dynamic-config"
+    assert not by_kind(rotating, "Secret"), "the empty Secret lives in bootstrap/ only"
+    one(rotating, "Role", "dynamic-config-webhook-selfrotate")
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_every_kustomize_pod_is_restricted(overlay: str, kustomize_bin: Path, tree: Path) -> None:
+    docs: list[Manifest] = documents(_build(kustomize_bin, tree, overlay))
+
+    for where, spec in pod_specs(docs):
+        assert spec["securityContext"]["runAsNonRoot"] is True, where
+        for container in spec["containers"]:
+            context = container["securityContext"]
+            assert context["allowPrivilegeEscalation"] is False, where
+            assert context["capabilities"] == {"drop": ["ALL"]}, where
+            assert context["readOnlyRootFilesystem"] is True, where
+            assert context["seccompProfile"] == {"type": "RuntimeDefault"}, where
