@@ -247,3 +247,20 @@ def test_sources_are_fixed_after_first_load(app_toml: Path) -> None:
     config.init()
     with pytest.raises(Exception, match="fixed after the first load"):
         config.file(app_toml)
+
+
+def test_watch_covers_dotenv_and_secrets_dir(tmp_path: Path) -> None:
+    base = write(tmp_path / "config.toml", '[app]\nname = "x"\n[app.db]\nhost = "h"\nport = 1\n')
+    dotenv = write(tmp_path / ".env", "TWS_APP_NAME=from-dotenv\n")
+    secrets = tmp_path / "secrets"
+    secrets.mkdir()
+    write(secrets / "db__host", "secret-host\n")
+    config = DynamicConfig(App, "app").file(base).env("TWS_").env_file(dotenv).secrets_dir(secrets)
+    assert config.init().name == "from-dotenv"
+    with config.watching(debounce=0.02):
+        write(dotenv, "TWS_APP_NAME=edited\n")
+        assert config.changed(timeout=5) is not None
+        assert config.current().name == "edited"
+        write(secrets / "db__host", "rotated-host\n")
+        assert config.changed(timeout=5) is not None
+    assert config.current().db.host == "rotated-host"
