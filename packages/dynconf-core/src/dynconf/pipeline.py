@@ -14,13 +14,15 @@ of them re-implements a step. Callers with an async loop run :func:`render_once`
 
 from __future__ import annotations
 
+import json
+import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dynconf.document import Document
-from dynconf.errors import BackendError, MissingError, Origin
+from dynconf.document import Document, Value, walk_leaves
+from dynconf.errors import BackendError, InvalidError, MissingError, Origin
 from dynconf.formats import parse_text
 from dynconf.publish import (
     MAX_HISTORY,
@@ -37,17 +39,20 @@ from dynconf.render import (
     render_output,
     select_section,
 )
-from dynconf.schema import check_schema, load_schema
 from dynconf.stores import Absent, Fetched, RemoteSource
 
 __all__ = [
     "Prepared",
     "PublishResult",
     "RenderRequest",
+    "entry_value",
+    "env_entries",
+    "fetch_present",
     "prepare",
     "publish",
     "publish_empty",
     "render_once",
+    "verbatim_entries",
 ]
 
 
@@ -134,6 +139,9 @@ def prepare(fetched: Fetched, request: RenderRequest, *, origin: Origin | None =
     check_size(fetched.text, request.max_document_bytes)
     document = parse_text(fetched.text, fetched.format, origin or Origin.remote("the store"))
     if request.schema is not None:
+        # jsonschema is imported only by a render that has a schema: most never do
+        from dynconf.schema import check_schema, load_schema
+
         schema = load_schema(request.schema)
         check_schema(
             select_section(document, request.main.section),
@@ -235,10 +243,70 @@ def render_once(source: RemoteSource, request: RenderRequest) -> PublishResult:
     Raises :class:`MissingError` when the store holds no document.
     """
     origin = Origin.remote(source.describe())
+    return publish(prepare(fetch_present(source), request, origin=origin), request)
+
+
+def fetch_present(source: RemoteSource) -> Fetched:
+    """Fetch once; a store answering that the document is gone is a :class:`MissingError`.
+
+    The one-shot callers (the init container, the operator) have no ``--on-delete`` policy
+    to apply, so an absent document is simply a failed render.
+    """
     answer = source.fetch()
     if isinstance(answer, Absent):
         raise MissingError(
             "the document is not in the store; write it there first or fix --key",
-            origin=origin,
+            origin=Origin.remote(source.describe()),
         )
-    return publish(prepare(answer, request, origin=origin), request)
+    return answer
+
+
+# -- entries: one key per leaf, for publishers whose unit is a key/value map -----------------
+
+_NOT_ALNUM = re.compile(r"[^A-Za-z0-9]")
+
+
+def entry_value(value: Value) -> str:
+    """A leaf as an entry's text: strings bare, null empty, anything else compact JSON."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return ""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def verbatim_entries(document: Mapping[str, Value]) -> dict[str, str]:
+    """Every leaf of ``document`` keyed by its dotted path, spelled exactly as in the store.
+
+    For consumers whose key names are someone else's contract (``postgres-password`` stays
+    ``postgres-password``). The ``$schema`` annotation is not a leaf of the configuration.
+    """
+    return {
+        path: entry_value(value)
+        for path, value in walk_leaves(document)
+        if path != "$schema"
+    }
+
+
+def env_entries(document: Mapping[str, Value]) -> dict[str, str]:
+    """Every leaf keyed in the environment dialect: dotted path, non-alphanumerics → ``_``,
+    upper-cased (``db.pool_size`` → ``DB_POOL_SIZE``).
+
+    Two leaves that spell the same variable (``a.b`` and ``a_b``) are refused rather than
+    letting one silently shadow the other; the message names both paths, never a value.
+    """
+    entries: dict[str, str] = {}
+    seen: dict[str, str] = {}
+    for path, value in walk_leaves(document):
+        if path == "$schema":
+            continue
+        name = _NOT_ALNUM.sub("_", path).upper()
+        if name in seen:
+            raise InvalidError(
+                f"the leaves `{seen[name]}` and `{path}` both become the variable {name}; "
+                "rename one of them in the store",
+                path=path,
+            )
+        seen[name] = path
+        entries[name] = entry_value(value)
+    return entries

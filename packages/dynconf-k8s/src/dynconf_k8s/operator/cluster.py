@@ -1,0 +1,204 @@
+"""Every API call the reconciler makes, in one place, with the verbs the ClusterRole grants.
+
+Each method names the resource and verb it uses; :data:`dynconf_k8s.operator.rbac.RULES` lists
+exactly these, and the tests run the operator under a ServiceAccount bound to nothing more, so
+a call added here without its rule fails the suite with a 403. Reads come back as plain dicts
+(``_preload_content=False``): the reconciler needs a few fields, not the client's models.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from kubernetes import client  # type: ignore[import-untyped]
+from kubernetes.client.rest import ApiException  # type: ignore[import-untyped]
+
+from dynconf_k8s.operator.targets import RenderRefused, TargetRef
+from dynconf_k8s.operator.types import (
+    API_VERSION,
+    FIELD_MANAGER,
+    GROUP,
+    PLURALS,
+    RENDER_KIND,
+    VERSION,
+    DynamicConfigRender,
+)
+
+__all__ = ["Cluster", "ExistingTarget", "api_failure"]
+
+_APPLY: Final = "application/apply-patch+yaml"
+_MERGE: Final = "application/merge-patch+json"
+_EVENT_MESSAGE_LIMIT: Final = 1024
+
+log = logging.getLogger("dynconf_k8s.operator.cluster")
+
+
+@dataclass(frozen=True)
+class ExistingTarget:
+    """What the target holds now: its data (decoded for a Secret) and its owner references."""
+
+    data: dict[str, str]
+    owner_references: list[dict[str, Any]] = field(default_factory=list)
+
+
+def api_failure(error: ApiException, what: str) -> str:
+    """A value-free sentence for a refused API call (the body is not quoted: it can echo)."""
+    return f"the API server answered {error.status} {error.reason} to {what}"
+
+
+class Cluster:
+    """The operator's view of the API server, through one authenticated ``ApiClient``."""
+
+    def __init__(self, api_client: Any, *, identity: str = FIELD_MANAGER) -> None:
+        self.api_client = api_client
+        self.core = client.CoreV1Api(api_client)
+        self.custom = client.CustomObjectsApi(api_client)
+        self.identity = identity
+
+    # -- secrets: get ------------------------------------------------------------------------
+
+    def read_token(self, namespace: str, name: str, key: str) -> str:
+        """The token under ``key`` of Secret ``namespace/name``, read with our identity."""
+        try:
+            raw = self._json(
+                self.core.read_namespaced_secret(name, namespace, _preload_content=False)
+            )
+        except ApiException as error:
+            if error.status == 404:
+                raise RenderRefused(f"token secret {namespace}/{name} does not exist") from None
+            raise RenderRefused(api_failure(error, f"get secret {namespace}/{name}")) from None
+        encoded = (raw.get("data") or {}).get(key)
+        if encoded is None:
+            raise RenderRefused(f'secret {namespace}/{name} has no "{key}" key')
+        try:
+            return base64.b64decode(encoded).decode("utf-8").strip()
+        except (binascii.Error, UnicodeDecodeError):
+            raise RenderRefused(
+                f'secret {namespace}/{name} key "{key}" is not UTF-8 text'
+            ) from None
+
+    # -- targets: configmaps get/patch, secrets get/patch --------------------------------------
+
+    def read_target(self, ref: TargetRef, namespace: str) -> ExistingTarget | None:
+        """The target as it is now, or ``None`` when it does not exist."""
+        read = (
+            self.core.read_namespaced_config_map
+            if ref.kind == "ConfigMap"
+            else self.core.read_namespaced_secret
+        )
+        try:
+            raw = self._json(read(ref.name, namespace, _preload_content=False))
+        except ApiException as error:
+            if error.status == 404:
+                return None
+            raise
+        data: dict[str, str] = dict(raw.get("data") or {})
+        if ref.kind == "Secret":
+            data = {key: _decode(value) for key, value in data.items()}
+        elif raw.get("binaryData"):
+            data.update(dict.fromkeys(raw["binaryData"], "\x00binary"))
+        owners = list((raw.get("metadata") or {}).get("ownerReferences") or [])
+        return ExistingTarget(data=data, owner_references=owners)
+
+    def apply_target(
+        self,
+        ref: TargetRef,
+        namespace: str,
+        data: dict[str, str],
+        owner_references: list[dict[str, Any]],
+    ) -> None:
+        """Server-side apply of the target's whole data, forced, as ``dynamic-config-operator``."""
+        metadata: dict[str, Any] = {"name": ref.name, "namespace": namespace}
+        if owner_references:
+            metadata["ownerReferences"] = owner_references
+        body: dict[str, Any] = {"apiVersion": "v1", "kind": ref.kind, "metadata": metadata}
+        if ref.kind == "ConfigMap":
+            body["data"] = data
+            patch = self.core.patch_namespaced_config_map
+        else:
+            body["type"] = "Opaque"
+            body["data"] = {key: _encode(value) for key, value in data.items()}
+            patch = self.core.patch_namespaced_secret
+        patch(
+            ref.name,
+            namespace,
+            body,
+            field_manager=FIELD_MANAGER,
+            force=True,
+            _content_type=_APPLY,
+            _preload_content=False,
+        )
+
+    # -- renders/status: patch ---------------------------------------------------------------
+
+    def patch_status(self, render: DynamicConfigRender, status: dict[str, Any]) -> None:
+        """Merge-patch the Render's status subresource (``None`` values remove a field)."""
+        self.custom.patch_namespaced_custom_object_status(
+            GROUP,
+            VERSION,
+            render.namespace,
+            PLURALS[RENDER_KIND],
+            render.name,
+            {"status": status},
+            _content_type=_MERGE,
+            _preload_content=False,
+        )
+
+    # -- events: create ------------------------------------------------------------------------
+
+    def post_event(self, render: DynamicConfigRender, kind: str, reason: str, message: str) -> None:
+        """Record a core/v1 Event on the Render; a refused Event is logged, never fatal."""
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        body = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"generateName": f"{render.name}.", "namespace": render.namespace},
+            "involvedObject": {
+                "apiVersion": API_VERSION,
+                "kind": RENDER_KIND,
+                "name": render.name,
+                "namespace": render.namespace,
+                "uid": render.uid,
+                "resourceVersion": render.resource_version,
+            },
+            "reason": reason,
+            "message": message[:_EVENT_MESSAGE_LIMIT],
+            "type": kind,
+            "action": "Render",
+            "source": {"component": FIELD_MANAGER},
+            "reportingComponent": FIELD_MANAGER,
+            "reportingInstance": self.identity,
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }
+        try:
+            self.core.create_namespaced_event(render.namespace, body, _preload_content=False)
+        except ApiException as error:
+            log.warning(
+                "event_refused",
+                extra={"render": f"{render.namespace}/{render.name}", "status": error.status},
+            )
+
+    @staticmethod
+    def _json(response: Any) -> dict[str, Any]:
+        loaded: dict[str, Any] = json.loads(response.data)
+        return loaded
+
+
+def _encode(text: str) -> str:
+    return base64.b64encode(text.encode("utf-8")).decode("ascii")
+
+
+def _decode(encoded: str) -> str:
+    try:
+        return base64.b64decode(encoded).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError):
+        # not text we wrote: it can never equal a rendered value, so the next apply replaces it
+        return "\0binary"

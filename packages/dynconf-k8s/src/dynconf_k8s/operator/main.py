@@ -1,0 +1,154 @@
+"""``dynamic-config-operator``: print the CRDs, or run the controller.
+
+``--crds`` prints the three CRDs (pretty JSON separated by ``---``) and exits;
+``--write-crds DIR`` writes the shipped YAML copies. Without flags the process runs: JSON logs
+on stdout, metrics and probes on ``DYNAMIC_CONFIG_OPERATOR_METRICS_ADDR`` (default
+``0.0.0.0:9090``, empty disables), leader election when ``POD_NAMESPACE`` and ``POD_NAME`` are
+set (otherwise a warning and an unelected run), and a clean stop on SIGTERM/SIGINT that hands
+the lease back. A lost lease ends the process with exit code 1.
+
+The API server is reached in-cluster (the pod's ServiceAccount) when
+``KUBERNETES_SERVICE_HOST`` is set, else through ``KUBECONFIG`` / ``~/.kube/config``.
+``DYNAMIC_CONFIG_OPERATOR_WORKERS`` (default 4) sets how many Renders reconcile at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from dynconf.logs import configure_logging
+from dynconf_k8s.operator.crds import crds_json, write_crds
+from dynconf_k8s.operator.election import LOST_MESSAGE, LeaderElector
+from dynconf_k8s.operator.manager import Operator
+from dynconf_k8s.operator.metrics import (
+    DEFAULT_ADDR,
+    METRICS_ADDR_ENV,
+    MetricsServer,
+    OperatorMetrics,
+    parse_addr,
+)
+
+__all__ = ["api_client_from_environment", "main", "run"]
+
+WORKERS_ENV = "DYNAMIC_CONFIG_OPERATOR_WORKERS"
+
+log = logging.getLogger("dynconf_k8s.operator")
+
+
+def api_client_from_environment(pool: int = 16) -> Any:
+    """An ``ApiClient`` for the in-cluster ServiceAccount, or the kubeconfig outside a pod."""
+    from kubernetes import client, config  # type: ignore[import-untyped]
+
+    configuration = client.Configuration()
+    if os.environ.get("KUBERNETES_SERVICE_HOST"):
+        config.load_incluster_config(client_configuration=configuration)
+    else:
+        config.load_kube_config(client_configuration=configuration)
+    configuration.connection_pool_maxsize = pool
+    return client.ApiClient(configuration)
+
+
+def run(environ: dict[str, str] | None = None) -> int:
+    """Run until a signal (0) or a lost lease (1)."""
+    env = dict(os.environ if environ is None else environ)
+    configure_logging(env.get("RUST_LOG", "INFO").upper() if env.get("RUST_LOG") else "INFO")
+    workers = max(1, int(env.get(WORKERS_ENV, "4") or "4"))
+    stop = threading.Event()
+    lost = threading.Event()
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        log.info("signal_received", extra={"signal": signal.Signals(signum).name})
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+
+    api_client = api_client_from_environment(pool=workers + 8)
+    metrics = OperatorMetrics()
+    server: MetricsServer | None = None
+    address = parse_addr(env.get(METRICS_ADDR_ENV, DEFAULT_ADDR))
+    if address is not None:
+        server = MetricsServer(metrics, *address)
+        server.start()
+
+    namespace, pod = env.get("POD_NAMESPACE"), env.get("POD_NAME")
+    identity = pod or "dynamic-config-operator"
+    elector: LeaderElector | None = None
+    if namespace and pod:
+        elector = LeaderElector(api_client, namespace, pod)
+        if not elector.acquire(stop):
+            _shutdown(server, None, elector)
+            return 0
+    else:
+        log.warning(
+            "leader_election_disabled",
+            extra={"why": "POD_NAMESPACE and POD_NAME are not both set; running unelected"},
+        )
+
+    operator = Operator(api_client, identity=identity, workers=workers, metrics=metrics)
+    operator.start()
+    if elector is not None:
+
+        def on_lost() -> None:
+            lost.set()
+            stop.set()
+
+        threading.Thread(
+            target=elector.hold, args=(stop, on_lost), name="lease", daemon=True
+        ).start()
+    stop.wait()
+    _shutdown(server, operator, None if lost.is_set() else elector)
+    if lost.is_set():
+        log.error("operator_exiting", extra={"why": LOST_MESSAGE})
+        return 1
+    log.info("operator_stopped")
+    return 0
+
+
+def _shutdown(
+    server: MetricsServer | None, operator: Operator | None, elector: LeaderElector | None
+) -> None:
+    if operator is not None:
+        operator.stop()
+    if elector is not None:
+        elector.release()
+    if server is not None:
+        server.stop()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="dynamic-config-operator",
+        description="Renders DynamicConfigRender documents into ConfigMaps and Secrets.",
+    )
+    parser.add_argument("--crds", action="store_true", help="print the three CRDs and exit")
+    parser.add_argument(
+        "--write-crds",
+        metavar="DIR",
+        action="append",
+        type=Path,
+        help="write the CRDs as dynamic-config.rs_<plural>.yaml into DIR (repeatable) and exit",
+    )
+    args = parser.parse_args(argv)
+    if args.crds:
+        sys.stdout.write(crds_json())
+        return 0
+    if args.write_crds:
+        for directory in args.write_crds:
+            for path in write_crds(directory):
+                print(path)
+        return 0
+    return run()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

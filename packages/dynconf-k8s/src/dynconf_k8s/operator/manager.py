@@ -1,0 +1,158 @@
+"""The operator assembled: three watched kinds, the wiring between them, the workers.
+
+:class:`Operator` is what ``dynamic-config-operator`` runs and what the tests run in-process:
+informers over Renders, namespaced classes and cluster classes; a Render event queues that
+Render (creation, deletion, or a spec change — ``metadata.generation`` moved; our own status
+writes do not requeue); a class event queues every Render that references the class, found
+in the Render cache, never by listing the API. Workers start once every cache has synced, so
+a Render is never judged against a class list that is still loading.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from kubernetes import client  # type: ignore[import-untyped]
+
+from dynconf.stores import Fetched, StoreSpec
+from dynconf_k8s.operator.cluster import Cluster
+from dynconf_k8s.operator.controller import Controller, Informer, object_key
+from dynconf_k8s.operator.metrics import OperatorMetrics
+from dynconf_k8s.operator.reconcile import ReconcileFailed, Reconciler
+from dynconf_k8s.operator.types import (
+    CLASS_KIND,
+    CLUSTER_CLASS_KIND,
+    GROUP,
+    PLURALS,
+    RENDER_KIND,
+    VERSION,
+)
+
+__all__ = ["Operator"]
+
+SYNC_TIMEOUT = 60.0
+
+log = logging.getLogger("dynconf_k8s.operator.manager")
+
+
+def _generation(item: dict[str, Any] | None) -> object:
+    return None if item is None else (item.get("metadata") or {}).get("generation")
+
+
+def _spec(item: dict[str, Any] | None) -> dict[str, Any]:
+    return {} if item is None else dict(item.get("spec") or {})
+
+
+class Operator:
+    """Watches, queue and workers for one API server; ``start`` then ``stop``."""
+
+    def __init__(
+        self,
+        api_client: Any,
+        *,
+        identity: str = "dynamic-config-operator",
+        workers: int = 4,
+        metrics: OperatorMetrics | None = None,
+        fetch: Callable[[StoreSpec], Fetched] | None = None,
+    ) -> None:
+        self.metrics = metrics or OperatorMetrics()
+        custom = client.CustomObjectsApi(api_client)
+        self.renders = Informer(
+            RENDER_KIND,
+            custom.list_cluster_custom_object,
+            group=GROUP,
+            version=VERSION,
+            plural=PLURALS[RENDER_KIND],
+        )
+        self.classes = Informer(
+            CLASS_KIND,
+            custom.list_cluster_custom_object,
+            group=GROUP,
+            version=VERSION,
+            plural=PLURALS[CLASS_KIND],
+        )
+        self.cluster_classes = Informer(
+            CLUSTER_CLASS_KIND,
+            custom.list_cluster_custom_object,
+            group=GROUP,
+            version=VERSION,
+            plural=PLURALS[CLUSTER_CLASS_KIND],
+        )
+        self.reconciler = Reconciler(
+            Cluster(api_client, identity=identity), self, self.metrics, fetch=fetch
+        )
+        self.controller = Controller(self._reconcile, workers=workers, reported=(ReconcileFailed,))
+        self.renders.add_handler(self._on_render)
+        self.classes.add_handler(self._on_class)
+        self.cluster_classes.add_handler(self._on_cluster_class)
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    # -- ClassLookup, served from the caches ---------------------------------------------------
+
+    def namespaced_class(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.classes.get(namespace, name)
+
+    def cluster_class(self, name: str) -> dict[str, Any] | None:
+        return self.cluster_classes.get("", name)
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the watches, wait for their first lists, then start the workers."""
+        for informer in (self.classes, self.cluster_classes, self.renders):
+            thread = threading.Thread(
+                target=informer.run, args=(self._stop,), name=f"watch-{informer.name}", daemon=True
+            )
+            thread.start()
+            self._threads.append(thread)
+        for informer in (self.classes, self.cluster_classes, self.renders):
+            if not informer.synced.wait(SYNC_TIMEOUT):
+                raise TimeoutError(f"the {informer.name} list did not load within {SYNC_TIMEOUT} s")
+        self.controller.start(self._stop)
+        log.info("operator_started", extra={"renders": len(self.renders.items())})
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop the watches and let the workers finish the reconcile they are in."""
+        self._stop.set()
+        for informer in (self.classes, self.cluster_classes, self.renders):
+            informer.stop()
+        self.controller.join(timeout)
+
+    # -- wiring --------------------------------------------------------------------------------
+
+    def _reconcile(self, key: tuple[str, str]) -> float | None:
+        raw = self.renders.get(*key)
+        if raw is None:
+            return None
+        return self.reconciler.reconcile(raw)
+
+    def _on_render(self, kind: str, item: dict[str, Any], before: dict[str, Any] | None) -> None:
+        key = object_key(item)
+        if kind == "DELETED":
+            self.controller.forget(key)
+        elif kind == "ADDED" or _generation(item) != _generation(before):
+            self.controller.enqueue(key)
+
+    def _on_class(self, kind: str, item: dict[str, Any], before: dict[str, Any] | None) -> None:
+        if kind == "MODIFIED" and _spec(item) == _spec(before):
+            return
+        namespace, name = object_key(item)
+        for render in self.renders.items():
+            render_ns, _ = object_key(render)
+            if render_ns == namespace and _spec(render).get("class") == name:
+                self.controller.enqueue(object_key(render))
+
+    def _on_cluster_class(
+        self, kind: str, item: dict[str, Any], before: dict[str, Any] | None
+    ) -> None:
+        if kind == "MODIFIED" and _spec(item) == _spec(before):
+            return
+        _, name = object_key(item)
+        for render in self.renders.items():
+            spec = _spec(render)
+            if spec.get("class") == name and spec.get("classKind") == CLUSTER_CLASS_KIND:
+                self.controller.enqueue(object_key(render))

@@ -1,0 +1,133 @@
+"""The operator's metrics and probes: a starlette app over a prometheus-client registry.
+
+Series (prefix ``dynamic_config_operator_``): ``renders_total`` (reconciles that left the
+target current, written or not), ``render_failures_total`` (class, store or render refusals),
+``last_render_timestamp_seconds``, ``reconcile_duration_seconds`` (histogram, 0.01…60 s) and
+``reconcile_failures_total`` (every failed reconcile, API refusals included). Only the leader
+reconciles, so a follower's series stay flat. ``/healthz`` answers while the process lives and
+``/readyz`` is always ready: a follower is healthy, and the Render status carries readiness.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+from typing import Final
+
+import uvicorn
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
+from starlette.routing import Route
+
+__all__ = [
+    "CONTENT_TYPE",
+    "METRICS_ADDR_ENV",
+    "PREFIX",
+    "MetricsServer",
+    "OperatorMetrics",
+    "metrics_app",
+    "parse_addr",
+]
+
+PREFIX: Final = "dynamic_config_operator"
+CONTENT_TYPE: Final = "text/plain; version=0.0.4"
+METRICS_ADDR_ENV: Final = "DYNAMIC_CONFIG_OPERATOR_METRICS_ADDR"
+DEFAULT_ADDR: Final = "0.0.0.0:9090"
+RECONCILE_BUCKETS: Final = (0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 15.0, 60.0)
+
+log = logging.getLogger("dynconf_k8s.operator.metrics")
+
+
+class OperatorMetrics:
+    """The five series the operator moves, in their own registry."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.renders = Counter(
+            f"{PREFIX}_renders", "Reconciles that left the target current.", registry=self.registry
+        )
+        self.render_failures = Counter(
+            f"{PREFIX}_render_failures",
+            "Renders refused by the class, the target, the store or the document.",
+            registry=self.registry,
+        )
+        self.last_render = Gauge(
+            f"{PREFIX}_last_render_timestamp_seconds",
+            "Unix time of the last successful render.",
+            registry=self.registry,
+        )
+        self.reconcile_duration = Histogram(
+            f"{PREFIX}_reconcile_duration_seconds",
+            "Seconds one Render's reconcile took.",
+            buckets=RECONCILE_BUCKETS,
+            registry=self.registry,
+        )
+        self.reconcile_failures = Counter(
+            f"{PREFIX}_reconcile_failures",
+            "Reconciles that failed, API refusals included.",
+            registry=self.registry,
+        )
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+def metrics_app(metrics: OperatorMetrics) -> Starlette:
+    """``/healthz``, ``/readyz`` and the exposition on every other path (as the agent's port)."""
+
+    async def healthz(_: Request) -> Response:
+        return PlainTextResponse("ok\n", media_type=CONTENT_TYPE)
+
+    async def exposition(_: Request) -> Response:
+        return Response(metrics.exposition(), media_type=CONTENT_TYPE)
+
+    return Starlette(
+        routes=[
+            Route("/healthz", healthz),
+            Route("/readyz", healthz),
+            Route("/{path:path}", exposition),
+        ]
+    )
+
+
+def parse_addr(value: str) -> tuple[str, int] | None:
+    """``host:port`` (``[::]:9090`` for IPv6); empty disables the server."""
+    value = value.strip()
+    if not value:
+        return None
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ValueError(f"{METRICS_ADDR_ENV} must be host:port, e.g. {DEFAULT_ADDR}")
+    return host.strip("[]") or "0.0.0.0", int(port)  # noqa: S104 - a pod listens on all
+
+
+class MetricsServer:
+    """uvicorn on a socket bound before the thread starts, so the port is known at once."""
+
+    def __init__(self, metrics: OperatorMetrics, host: str, port: int) -> None:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self._socket = socket.socket(family, socket.SOCK_STREAM)
+        self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._socket.bind((host, port))
+        self._socket.listen(128)  # connections queue until uvicorn accepts: no startup race
+        self.port: int = self._socket.getsockname()[1]
+        config = uvicorn.Config(
+            metrics_app(metrics), log_config=None, access_log=False, lifespan="off"
+        )
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(
+            target=self._server.run, kwargs={"sockets": [self._socket]}, daemon=True
+        )
+        self.host = host
+
+    def start(self) -> None:
+        self._thread.start()
+        log.info("metrics_serving", extra={"address": f"{self.host}:{self.port}"})
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout=5)
+        self._socket.close()

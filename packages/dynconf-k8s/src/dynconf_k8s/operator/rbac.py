@@ -1,0 +1,54 @@
+"""The ClusterRole the operator needs: exactly the verbs :mod:`~dynconf_k8s.operator.cluster`,
+the informers and the leader election use, no more.
+
+The chart's operator ClusterRole is compared against :data:`RULES` by a test, and the API-server
+tests run the operator under a ServiceAccount bound to a role built from :data:`RULES`, so a
+new call without its rule fails there with a 403 rather than in a cluster.
+
+``secrets: get`` is cluster-wide on purpose: a cluster class's credential lives in the platform
+team's namespace and is read with the operator's identity, never the tenant's.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from dynconf_k8s.operator.types import GROUP, PLURALS, RENDER_KIND
+
+__all__ = ["RULES", "cluster_role"]
+
+RULES: Final[tuple[dict[str, list[str]], ...]] = (
+    {
+        "apiGroups": [GROUP],
+        "resources": sorted(PLURALS.values()),
+        "verbs": ["get", "list", "watch"],
+    },
+    {
+        "apiGroups": [GROUP],
+        "resources": [f"{PLURALS[RENDER_KIND]}/status"],
+        "verbs": ["get", "update", "patch"],
+    },
+    {
+        "apiGroups": [""],
+        "resources": ["configmaps"],
+        "verbs": ["get", "list", "watch", "create", "update", "patch"],
+    },
+    {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "create", "update", "patch"]},
+    {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
+    {
+        "apiGroups": ["coordination.k8s.io"],
+        "resources": ["leases"],
+        "verbs": ["get", "create", "update"],
+    },
+)
+"""Contract §4.4, rule by rule (configmaps keep list/watch as the chart grants them)."""
+
+
+def cluster_role(name: str) -> dict[str, Any]:
+    """A ClusterRole manifest granting :data:`RULES`."""
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": name},
+        "rules": [dict(rule) for rule in RULES],
+    }
