@@ -1,0 +1,1 @@
+"""Generated CSI messages; see scripts/gen-csi-proto."""

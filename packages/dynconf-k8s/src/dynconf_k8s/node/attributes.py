@@ -1,0 +1,282 @@
+"""A CSI volume's attributes and Secrets, checked and turned into one reader of one document.
+
+The attributes are the annotations' vocabulary (contract §5), so a volume is learned once
+whichever shape delivers it: they are turned into the agent's own argument vector and parsed
+by the agent's parser (:func:`dynconf_k8s.agent.flags.parse_args`), and the store's
+``validate()`` runs on the result afterwards — the node agent refuses what the sidecar
+refuses, in the same words.
+
+Credentials come only from the Secrets the kubelet hands over on publish (the volume's
+``nodePublishSecretRef``): keys ``token``, ``password`` and ``endpoint`` become what the
+sidecar reads from ``DYNAMIC_CONFIG_AGENT_TOKEN`` / ``_PASSWORD`` / ``_ENDPOINT``. The node
+agent's own environment is never consulted, so one pod's volume cannot borrow another's
+credential or the node agent's.
+
+``path`` is checked rather than trusted: absolute names and any ``..`` are refused before
+anything touches the disk, because the kubelet owns the directory and a volume that could
+write outside it could write into every other pod's volume on the node.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Final
+
+from dynconf.errors import DynconfError
+from dynconf.pipeline import RenderRequest
+from dynconf.publish import safe_child
+from dynconf.stores import StoreSpec
+from dynconf_k8s.agent.flags import UsageError, parse_args
+
+__all__ = [
+    "DEFAULT_WATCH_SECONDS",
+    "OPTIONAL",
+    "REQUIRED",
+    "SECRET_KEYS",
+    "DocumentKey",
+    "VolumeRefused",
+    "VolumeSpec",
+    "parse_volume",
+]
+
+REQUIRED: Final = ("source", "key", "path")
+OPTIONAL: Final = (
+    "endpoint",
+    "section",
+    "auth",
+    "auth-mount",
+    "auth-role",
+    "auth-username",
+    "namespace",
+    "ref",
+    "api-url",
+    "file-mode",
+    "watch-seconds",
+    "token-secret",
+)
+"""Every optional attribute; ``token-secret`` only joins the sharing identity."""
+
+DEFAULT_WATCH_SECONDS: Final = 15
+KUBELET_PREFIX: Final = "csi.storage.k8s.io/"
+"""Attributes the kubelet adds itself (pod name, namespace, uid, ``ephemeral``)."""
+
+NOT_HERE: Final = {
+    "mode": "a CSI volume is published before the containers start and stays; remove it",
+    "env-inject": "there is no command here to wrap; remove it and read the file",
+    "metrics-port": "the metrics are the node agent's, one endpoint for the node; remove it",
+    "dynamic": "CSI volumes cannot request dynamic secrets; use the sidecar for leases",
+}
+"""Annotation names a volume cannot take, each with why (the book's own reasons)."""
+
+SECRET_KEYS: Final = {
+    "token": "DYNAMIC_CONFIG_AGENT_TOKEN",
+    "password": "DYNAMIC_CONFIG_AGENT_PASSWORD",
+    "endpoint": "DYNAMIC_CONFIG_AGENT_ENDPOINT",
+}
+"""Secret key → the sidecar environment variable it stands for."""
+
+_FLAG_FOR: Final = {
+    "source": "--source",
+    "key": "--key",
+    "endpoint": "--endpoint",
+    "section": "--section",
+    "auth": "--auth",
+    "auth-mount": "--auth-mount",
+    "auth-role": "--auth-role",
+    "auth-username": "--auth-username",
+    "namespace": "--namespace",
+    "ref": "--ref",
+    "api-url": "--api-url",
+    "file-mode": "--file-mode",
+}
+
+
+class VolumeRefused(Exception):
+    """A volume the node agent will not publish; the message names the attribute and the fix."""
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentKey:
+    """What makes two readers one read: the store, the address, the key and the credential.
+
+    ``options`` carries the remaining fetch-shaping attributes (auth method, role, mount,
+    username, namespace, ref, api-url): two volumes that differ there read different things.
+    ``credential`` is a SHA-256 over the Secret values the read uses (and ``token-secret``),
+    so the identity can be compared and kept without holding the credential twice; its
+    ``repr`` shows a prefix only.
+    """
+
+    source: str
+    endpoint: str
+    key: str
+    options: tuple[tuple[str, str], ...]
+    credential: str
+
+    def __repr__(self) -> str:
+        return (
+            f"DocumentKey(source={self.source!r}, key={self.key!r}, "
+            f"credential={self.credential[:8]}…)"
+        )
+
+    def label(self) -> str:
+        """A short stable name for logs: store and key, never the endpoint or credential."""
+        return f"{self.source}:{self.key}#{self.credential[:8]}"
+
+
+@dataclass(frozen=True)
+class VolumeSpec:
+    """One published volume: where its file goes, how it is rendered, what it reads."""
+
+    target: Path
+    path: str
+    request: RenderRequest
+    store: StoreSpec
+    interval: float
+    document: DocumentKey
+    pod: str
+
+    @property
+    def out(self) -> Path:
+        return self.request.main.path
+
+
+def _refuse_unknown(attributes: Mapping[str, str]) -> None:
+    known = set(REQUIRED) | set(OPTIONAL)
+    for name in sorted(attributes):
+        if name.startswith(KUBELET_PREFIX) or name in known:
+            continue
+        if name in NOT_HERE:
+            raise VolumeRefused(
+                f'the volume attribute "{name}" is not taken here: {NOT_HERE[name]}'
+            )
+        raise VolumeRefused(
+            f'the volume attribute "{name}" is unknown; the node agent takes '
+            f"{', '.join((*REQUIRED, *OPTIONAL))}"
+        )
+
+
+def check_path(path: str) -> str:
+    """``path`` as a relative name inside the volume, or :class:`VolumeRefused`."""
+    pure = PurePosixPath(path)
+    if (
+        pure.is_absolute()
+        or path.startswith(("/", "\\"))
+        or ".." in pure.parts
+        or ".." in path.replace("\\", "/").split("/")
+        or "\x00" in path
+        or not pure.parts
+    ):
+        raise VolumeRefused(
+            f'the volume attribute "path" is "{path}": it is a name inside the volume, and '
+            "the kubelet owns the directory"
+        )
+    return path
+
+
+def _watch_seconds(attributes: Mapping[str, str]) -> int:
+    text = attributes.get("watch-seconds", "").strip()
+    if not text:
+        return DEFAULT_WATCH_SECONDS
+    if not text.isdigit() or int(text) < 1:
+        raise VolumeRefused(
+            f'the volume attribute "watch-seconds" is "{text}": give whole seconds, 1 or more'
+        )
+    return int(text)
+
+
+def _reword(message: str) -> str:
+    """The agent's flag spelling in a refusal, said as the volume attribute it came from."""
+    for attribute, flag in sorted(_FLAG_FOR.items(), key=lambda item: -len(item[1])):
+        message = message.replace(f"{flag} ", f'the volume attribute "{attribute}": ')
+    return message
+
+
+def _credential(attributes: Mapping[str, str], used: Mapping[str, str]) -> str:
+    material = {
+        "secrets": {name: used[name] for name in sorted(used)},
+        "token-secret": attributes.get("token-secret", ""),
+    }
+    return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
+
+
+def parse_volume(
+    target: str | Path, attributes: Mapping[str, str], secrets: Mapping[str, str]
+) -> VolumeSpec:
+    """Check a publish request's attributes and Secrets; the reader they describe.
+
+    Raises :class:`VolumeRefused` for a missing required attribute, an unknown or
+    sidecar-only one, a ``path`` that could leave the volume, an ``endpoint`` given both as an
+    attribute and in the Secret, or anything the agent's parser refuses. The store's own
+    ``validate()`` is the caller's next step (it needs the plugin registry).
+    """
+    for name in REQUIRED:
+        if not attributes.get(name, "").strip():
+            raise VolumeRefused(f'the volume attribute "{name}" is required')
+    _refuse_unknown(attributes)
+    path = check_path(attributes["path"])
+    target_path = Path(target)
+    try:
+        out = safe_child(target_path, path)
+    except DynconfError as error:
+        raise VolumeRefused(f'the volume attribute "path" is "{path}": {error.message}') from None
+    watch = _watch_seconds(attributes)
+    if attributes.get("endpoint") and secrets.get("endpoint"):
+        raise VolumeRefused(
+            'the volume attribute "endpoint" and the Secret key "endpoint" both give the '
+            "address; one address, one place: keep one of them"
+        )
+
+    argv = ["--out", str(out), "--watch", str(watch)]
+    for attribute, flag in _FLAG_FOR.items():
+        value = attributes.get(attribute, "")
+        if value:
+            argv += [flag, value]
+    used = {name: secrets[name] for name in SECRET_KEYS if secrets.get(name)}
+    environ = {SECRET_KEYS[name]: value for name, value in used.items()}
+    try:
+        settings = parse_args(argv, environ)
+    except UsageError as error:
+        raise VolumeRefused(_reword(str(error))) from None
+
+    store = settings.spec
+    options = tuple(
+        (name, value)
+        for name, value in (
+            ("auth", store.auth),
+            ("auth-mount", store.auth_mount),
+            ("auth-role", store.auth_role),
+            ("auth-username", store.auth_username),
+            ("namespace", store.namespace),
+            ("ref", store.ref),
+            ("api-url", store.api_url),
+        )
+        if value
+    )
+    document = DocumentKey(
+        source=store.source,
+        endpoint=attributes.get("endpoint", ""),
+        key=store.key,
+        options=options,
+        credential=_credential(attributes, used),
+    )
+    pod = "/".join(
+        part
+        for part in (
+            attributes.get(f"{KUBELET_PREFIX}pod.namespace"),
+            attributes.get(f"{KUBELET_PREFIX}pod.name"),
+        )
+        if part
+    )
+    return VolumeSpec(
+        target=target_path,
+        path=path,
+        request=settings.request,
+        store=store,
+        interval=float(watch),
+        document=document,
+        pod=pod or "unknown",
+    )

@@ -1,0 +1,187 @@
+"""``dynamic-config-node-agent``: the CSI node plugin process the DaemonSet runs on every node.
+
+Start-up: ``KUBE_NODE_NAME`` is required (it is the node id the kubelet registers), the plugin
+lock is loaded as the agent loads it, the volumes published before a restart are claimed again
+from the state directory, then the stale socket is removed and the Identity and Node services
+serve on it. ``DYNAMIC_CONFIG_METRICS_ADDR`` (``host:port``) adds the metrics port. SIGTERM
+stops serving, stops every watch and exits 0; the published files stay, because the kubelet
+still owns the volumes and the next start resumes watching them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Final
+
+import anyio
+import grpc
+
+from dynconf.errors import DynconfError
+from dynconf.logs import configure_logging
+from dynconf_k8s.agent.main import load_registry
+from dynconf_k8s.node.metrics import NodeMetrics, serve_metrics
+from dynconf_k8s.node.service import NodeAgent, NodeSettings, generic_handlers
+from dynconf_k8s.node.shared import Documents
+
+__all__ = ["DEFAULT_SOCKET", "USAGE", "main", "parse_settings", "run"]
+
+DEFAULT_SOCKET: Final = Path("/csi/csi.sock")
+STOP_GRACE: Final = 5.0
+USAGE: Final = """\
+usage: dynamic-config-node-agent [--endpoint unix:///csi/csi.sock] [--state-dir DIR]
+                                 [--allow-file-source]
+
+  --endpoint ADDR       the CSI socket (or CSI_ENDPOINT; default /csi/csi.sock)
+  --state-dir DIR       where published volumes are recorded for restarts
+                        (default: volumes/ beside the socket)
+  --allow-file-source   accept source "file" (reads node paths as root: tests and demos only)
+
+Environment: KUBE_NODE_NAME (required), DYNAMIC_CONFIG_METRICS_ADDR (host:port, optional),
+RUST_LOG (log level), DYNCONF_PLUGIN_LOCK (the plugin lock, as for the agent).
+"""
+
+log = logging.getLogger("dynconf_k8s.node")
+
+
+class UsageError(Exception):
+    """A start-up refusal, printed with the usage text."""
+
+
+def _socket_path(text: str) -> Path:
+    if text.startswith("unix://"):
+        text = text.removeprefix("unix://")
+    if not text.startswith("/"):
+        raise UsageError(f"--endpoint {text} must be an absolute unix socket path")
+    return Path(text)
+
+
+def _metrics_addr(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise UsageError(f"DYNAMIC_CONFIG_METRICS_ADDR {text} is not host:port; e.g. 0.0.0.0:9111")
+    return host.strip("[]") or "0.0.0.0", int(port)  # noqa: S104 - the node's port, by contract
+
+
+def parse_settings(argv: Sequence[str], environ: Mapping[str, str]) -> NodeSettings:
+    """The command line and environment, checked; raises :class:`UsageError`."""
+    values: dict[str, str] = {}
+    allow_file = False
+    index = 0
+    while index < len(argv):
+        flag = argv[index]
+        if flag == "--allow-file-source":
+            allow_file = True
+            index += 1
+            continue
+        if flag not in ("--endpoint", "--state-dir"):
+            raise UsageError(f'unknown flag "{flag}"')
+        if index + 1 >= len(argv):
+            raise UsageError(f"{flag} needs a value")
+        values[flag] = argv[index + 1]
+        index += 2
+    node_id = environ.get("KUBE_NODE_NAME", "").strip()
+    if not node_id:
+        raise UsageError("KUBE_NODE_NAME is required: set it from the downward API's spec.nodeName")
+    socket = _socket_path(
+        values.get("--endpoint") or environ.get("CSI_ENDPOINT") or str(DEFAULT_SOCKET)
+    )
+    state_dir = Path(values.get("--state-dir") or socket.parent / "volumes")
+    metrics = environ.get("DYNAMIC_CONFIG_METRICS_ADDR", "").strip()
+    return NodeSettings(
+        node_id=node_id,
+        socket=socket,
+        state_dir=state_dir,
+        metrics_addr=_metrics_addr(metrics) if metrics else None,
+        allow_file_source=allow_file,
+    )
+
+
+def _log_level(environ: Mapping[str, str]) -> int:
+    word = (environ.get("RUST_LOG") or "info").split(",")[0].rpartition("=")[2].lower()
+    return {
+        "trace": logging.DEBUG,
+        "debug": logging.DEBUG,
+        "warn": logging.WARNING,
+        "error": logging.ERROR,
+    }.get(word, logging.INFO)
+
+
+async def serve(settings: NodeSettings, environ: Mapping[str, str]) -> None:
+    """Restore, serve the CSI socket (and the metrics port) until SIGTERM or SIGINT."""
+    registry, lock_path = load_registry(environ)
+    async with anyio.create_task_group() as tg:
+        agent = NodeAgent(
+            settings,
+            registry,
+            lambda build: Documents(build, tg),
+            lock_path=lock_path,
+        )
+        metrics = NodeMetrics(
+            lambda: agent.documents.documents,
+            lambda: agent.documents.readers,
+            lambda: agent.ready,
+        )
+        if settings.metrics_addr is not None:
+            host, port = settings.metrics_addr
+            await tg.start(serve_metrics, metrics, host, port)
+        await agent.restore()
+        settings.socket.parent.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            settings.socket.unlink()  # a stale socket from the previous process
+        server = grpc.aio.server()
+        server.add_generic_rpc_handlers(generic_handlers(agent))
+        server.add_insecure_port(f"unix://{settings.socket}")
+        await server.start()
+        agent.ready = True
+        log.info(
+            "serving",
+            extra={
+                "socket": str(settings.socket),
+                "node": settings.node_id,
+                "plugin_lock": lock_path,
+            },
+        )
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async for signum in signals:
+                log.info("stopping", extra={"signal": signal.Signals(signum).name})
+                break
+        agent.ready = False
+        await server.stop(STOP_GRACE)
+        await agent.documents.close()
+        tg.cancel_scope.cancel()
+    log.info("stopped")
+
+
+def run(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
+    """Parse, then serve; the exit code."""
+    env = os.environ if environ is None else environ
+    configure_logging(_log_level(env))
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] in ("-h", "--help", "help"):
+        sys.stdout.write(USAGE)
+        return 0
+    try:
+        settings = parse_settings(args, env)
+    except UsageError as error:
+        sys.stderr.write(f"dynamic-config-node-agent: {error}\n\n{USAGE}")
+        return 1
+    try:
+        anyio.run(serve, settings, env, backend="asyncio")
+    except DynconfError as error:
+        log.error("node_agent_failed", extra={"reason": str(error)})
+        return 1
+    return 0
+
+
+def main() -> None:
+    """Console entry point; exits without waiting on store threads stuck in a long poll."""
+    code = run()
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    os._exit(code)

@@ -1,0 +1,411 @@
+"""The node's documents: one fetch and one watch per document, many readers of each.
+
+A *document* is what a :class:`~dynconf_k8s.node.attributes.DocumentKey` names — one store,
+address, key and credential. A *reader* is one published volume: its own target, file name,
+format, section and mode. The first volume to claim a document builds the store client,
+fetches, renders its file and starts the document's watch; later volumes render from the
+document already fetched and join the watch. Every document the watch accepts is rendered for
+each reader with that reader's own spec, through the same :func:`dynconf.pipeline.prepare` /
+:func:`~dynconf.pipeline.publish` the sidecar uses, and a reader whose render fails keeps its
+last good file without holding up the others. The last reader to leave stops the watch and
+closes the client.
+
+The watch is the sidecar's, driven the same way (:class:`~dynconf_k8s.agent.watching.
+StoreDriver`: blocking stores in a thread, async ones on the loop): the store's own
+``changes`` feeds a latest-wins slot, a watch that ends or fails is reopened after a spread
+backoff and followed by one read (a change made while it was down is not lost), and push
+stores are re-read every interval because a stream's failure mode is silence.
+
+Writes and reader changes of one document take that document's lock, so a volume that joins
+while a change is being rendered gets either the old document and then the new one, or the
+new one — never a file written after its unpublish removed it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import anyio
+import anyio.to_thread
+from anyio.abc import TaskGroup
+
+from dynconf.errors import DynconfError, IoError, Origin
+from dynconf.pipeline import Prepared, prepare, publish
+from dynconf.stores import Absent, Fetched, Pace, WatchCapability
+from dynconf_k8s.agent.watching import Delivery, Slot, StoreDriver
+from dynconf_k8s.node.attributes import DocumentKey, VolumeSpec
+
+__all__ = ["Documents", "PublishFailed", "Reader", "SharedDocument"]
+
+log = logging.getLogger("dynconf_k8s.node")
+
+BuildDriver = Callable[[VolumeSpec], StoreDriver]
+
+
+class PublishFailed(Exception):
+    """A publish that could not complete; ``code`` is the gRPC status name to answer with."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def _reason(error: BaseException) -> str:
+    return str(error) if isinstance(error, DynconfError) else type(error).__name__
+
+
+@dataclass
+class Reader:
+    """One published volume of a document, and the bytes last written for it."""
+
+    volume: VolumeSpec
+    written: bytes | None = None
+
+
+@dataclass
+class SharedDocument:
+    """One document's client, watch and readers."""
+
+    key: DocumentKey
+    driver: StoreDriver
+    interval: float
+    readers: dict[Path, Reader] = field(default_factory=dict)
+    latest: Fetched | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    slot: Slot = field(default_factory=Slot)
+    renders: int = 0
+
+    @property
+    def origin(self) -> Origin:
+        return Origin.remote(self.driver.describe())
+
+
+def _write(reader: Reader, answer: Fetched, origin: Origin) -> bool:
+    """Render and publish one reader's file; True when bytes were written (caller holds lock)."""
+    request = reader.volume.request
+    prepared: Prepared = prepare(answer, request, origin=origin)
+    data = prepared.outputs[request.main.path]
+    if reader.written == data and request.main.path.is_file():
+        return False
+    try:
+        request.main.path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise IoError(
+            f"cannot create the directory for {request.main.path.name} ({error.strerror})",
+            origin=Origin.file(str(request.main.path)),
+        ) from None
+    publish(prepared, request)
+    reader.written = data
+    return True
+
+
+class Documents:
+    """Every document the node agent watches, keyed by what makes a read the same read."""
+
+    def __init__(self, build: BuildDriver, task_group: TaskGroup) -> None:
+        self._build = build
+        self._tg = task_group
+        self._documents: dict[DocumentKey, SharedDocument] = {}
+        self._targets: dict[Path, DocumentKey] = {}
+        self._claiming: dict[DocumentKey, anyio.Lock] = {}
+        self.builds = 0
+        """Store clients built since start (one per document, however many readers)."""
+
+    # ------------------------------------------------------------------ counts
+    @property
+    def documents(self) -> int:
+        return len(self._documents)
+
+    @property
+    def readers(self) -> int:
+        return sum(len(doc.readers) for doc in self._documents.values())
+
+    def document_of(self, target: Path) -> SharedDocument | None:
+        key = self._targets.get(target)
+        return self._documents.get(key) if key is not None else None
+
+    def reader_of(self, target: Path) -> Reader | None:
+        doc = self.document_of(target)
+        return doc.readers.get(target) if doc is not None else None
+
+    # ------------------------------------------------------------------ claim
+    async def claim(self, volume: VolumeSpec, *, resume: bool = False) -> bool:
+        """Publish ``volume``: its file is written before this returns (unless ``resume``).
+
+        Returns False when the target was already published with the same spec (nothing to
+        do). ``resume`` re-attaches a volume found after a restart without fetching: its file
+        is already there, and the document's watch reads the store as it starts. Raises
+        :class:`PublishFailed`.
+        """
+        existing = self.reader_of(volume.target)
+        if existing is not None:
+            if existing.volume == volume:
+                return False
+            raise PublishFailed(
+                "ALREADY_EXISTS",
+                "this target is already published with other volume attributes; unpublish it first",
+            )
+        lock = self._claiming.setdefault(volume.document, anyio.Lock())
+        async with lock:
+            doc = self._documents.get(volume.document)
+            if doc is None:
+                doc = await self._first_reader(volume, resume=resume)
+            else:
+                await self._join(doc, volume, resume=resume)
+            self._targets[volume.target] = volume.document
+        return True
+
+    async def _first_reader(self, volume: VolumeSpec, *, resume: bool) -> SharedDocument:
+        try:
+            driver = await anyio.to_thread.run_sync(self._build, volume)
+        except Exception as error:
+            raise PublishFailed("INTERNAL", f"building the source: {_reason(error)}") from None
+        self.builds += 1
+        doc = SharedDocument(key=volume.document, driver=driver, interval=volume.interval)
+        reader = Reader(volume)
+        if not resume:
+            try:
+                answer = await driver.fetch()
+                if isinstance(answer, Absent):
+                    raise PublishFailed(
+                        "UNAVAILABLE",
+                        "the first fetch: the document is not in the store; write it there "
+                        'first or fix the volume attribute "key"',
+                    )
+                await anyio.to_thread.run_sync(self._render_first, doc, reader, answer)
+            except BaseException as error:
+                with anyio.CancelScope(shield=True):
+                    await driver.close()
+                if isinstance(error, PublishFailed):
+                    raise
+                if isinstance(error, Exception):
+                    raise PublishFailed(
+                        "UNAVAILABLE", f"the first fetch: {_reason(error)}"
+                    ) from None
+                raise
+        doc.readers[volume.target] = reader
+        self._documents[volume.document] = doc
+        self._tg.start_soon(self._follow, doc)
+        log.info(
+            "document_watched",
+            extra={"document": doc.key.label(), "store": driver.describe(), "resumed": resume},
+        )
+        return doc
+
+    @staticmethod
+    def _render_first(doc: SharedDocument, reader: Reader, answer: Fetched) -> None:
+        try:
+            with doc.lock:
+                _write(reader, answer, doc.origin)
+                doc.latest = answer
+        except DynconfError as error:
+            kind = "writing" if error.kind.value == "io" else "rendering"
+            raise PublishFailed("INTERNAL", f"{kind}: {error}") from None
+
+    async def _join(self, doc: SharedDocument, volume: VolumeSpec, *, resume: bool) -> None:
+        reader = Reader(volume)
+
+        def attach() -> None:
+            with doc.lock:
+                if doc.latest is not None and not resume:
+                    try:
+                        _write(reader, doc.latest, doc.origin)
+                    except DynconfError as error:
+                        kind = "writing" if error.kind.value == "io" else "rendering"
+                        raise PublishFailed("INTERNAL", f"{kind}: {error}") from None
+                doc.readers[volume.target] = reader
+
+        if doc.latest is None and not resume:
+            # the document's store has not answered since a restart: this reader needs a file
+            # before its pod starts, so it reads once itself
+            try:
+                answer = await doc.driver.fetch()
+            except Exception as error:
+                raise PublishFailed("UNAVAILABLE", f"the first fetch: {_reason(error)}") from None
+            if isinstance(answer, Absent):
+                raise PublishFailed(
+                    "UNAVAILABLE", "the first fetch: the document is not in the store"
+                )
+            doc.slot.put(Delivery(answer, "first", time.monotonic()))
+            with doc.lock:
+                doc.latest = answer
+        await anyio.to_thread.run_sync(attach)
+
+    # ------------------------------------------------------------------ release
+    async def release(self, target: Path) -> bool:
+        """Unpublish ``target``: drop its reader, stop the watch with the last one.
+
+        Returns whether a reader was known. Files are the caller's to delete (after this, no
+        render writes into the target any more).
+        """
+        key = self._targets.get(target)
+        if key is None:
+            return False
+        # the claim lock orders this against a claim of the same document, so a reader that
+        # joins as the last one leaves never joins a watch that is being stopped
+        async with self._claiming.setdefault(key, anyio.Lock()):
+            self._targets.pop(target, None)
+            doc = self._documents.get(key)
+            if doc is None:
+                return False
+
+            def detach() -> None:
+                with doc.lock:
+                    doc.readers.pop(target, None)
+
+            await anyio.to_thread.run_sync(detach)
+            if not doc.readers:
+                del self._documents[doc.key]
+                doc.scope.cancel()
+                log.info("document_released", extra={"document": doc.key.label()})
+        return True
+
+    async def close(self) -> None:
+        """Stop every watch (the files stay: the kubelet still owns the volumes)."""
+        for doc in list(self._documents.values()):
+            doc.scope.cancel()
+        self._documents.clear()
+        self._targets.clear()
+
+    # ------------------------------------------------------------------ follow
+    async def _follow(self, doc: SharedDocument) -> None:
+        with doc.scope:
+            try:
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(self._watch_forever, doc)
+                    tg.start_soon(self._consume_forever, doc)
+                    if doc.driver.capability is WatchCapability.PUSH:
+                        tg.start_soon(self._resync_forever, doc)
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await doc.driver.close()
+
+    async def _read(self, doc: SharedDocument, kind: str) -> bool:
+        try:
+            answer = await doc.driver.fetch()
+        except Exception as error:
+            log.warning(
+                "fetch_failed",
+                extra={"document": doc.key.label(), "kind": kind, "reason": _reason(error)},
+            )
+            return False
+        doc.slot.put(Delivery(answer, "resync" if kind == "resync" else "reopen", time.monotonic()))
+        return True
+
+    async def _watch_forever(self, doc: SharedDocument) -> None:
+        pace = Pace(doc.interval, ceiling=min(300.0, max(30.0, doc.interval * 4)))
+        opened = 0
+        while True:
+            if opened or doc.latest is None:
+                # a reopened watch (or one resumed after a restart) primes silently: read once
+                # so a change made while nobody watched is not lost
+                await self._read(doc, "reopen")
+            opened += 1
+            started = time.monotonic()
+            try:
+                await doc.driver.watch(doc.interval, doc.slot.put)
+                reason = "the watch ended"
+            except Exception as error:
+                reason = _reason(error)
+            if time.monotonic() - started > 4 * doc.interval:
+                pace.succeeded()
+            pace.failed()
+            wait = pace.next_wait()
+            log.warning(
+                "watch_reopening",
+                extra={
+                    "document": doc.key.label(),
+                    "reason": reason,
+                    "after_seconds": round(wait, 2),
+                },
+            )
+            await anyio.sleep(wait)
+
+    async def _resync_forever(self, doc: SharedDocument) -> None:
+        while True:
+            await anyio.sleep(doc.interval)
+            await self._read(doc, "resync")
+
+    async def _consume_forever(self, doc: SharedDocument) -> None:
+        while True:
+            delivery = await doc.slot.take()
+            answer = delivery.answer
+            if isinstance(answer, Absent):
+                log.warning(
+                    "document_absent",
+                    extra={"document": doc.key.label(), "readers": len(doc.readers)},
+                )
+                continue
+            written = await anyio.to_thread.run_sync(self._fan_out, doc, answer)
+            if written:
+                log.info(
+                    "rendered",
+                    extra={
+                        "document": doc.key.label(),
+                        "files": written,
+                        "revision": answer.revision,
+                        "seconds": round(time.monotonic() - delivery.at, 4),
+                    },
+                )
+
+    @staticmethod
+    def _fan_out(doc: SharedDocument, answer: Fetched) -> int:
+        """Render ``answer`` for every reader with its own spec; the number of files written."""
+        with doc.lock:
+            doc.latest = answer
+            readers = list(doc.readers.items())
+        written = 0
+        origin = doc.origin
+        for target, reader in readers:
+            with doc.lock:
+                if doc.readers.get(target) is not reader:
+                    continue  # unpublished meanwhile: its target is no longer ours to write
+                try:
+                    if _write(reader, answer, origin):
+                        written += 1
+                except DynconfError as error:
+                    log.warning(
+                        "render_failed",
+                        extra={
+                            "document": doc.key.label(),
+                            "pod": reader.volume.pod,
+                            "kind": error.kind.value,
+                            "reason": str(error),
+                        },
+                    )
+        doc.renders += written
+        return written
+
+
+def remove_published(volume: VolumeSpec | None, target: Path) -> None:
+    """Delete what the node agent wrote inside ``target``, then the target if left empty.
+
+    Only the reader's file (and the hidden scratch files a failed write could leave beside
+    it), the directories the ``path`` created under the target, and the target itself when
+    nothing else is in it: the CSI spec makes the target the plugin's to create and remove,
+    and anything else found there is not ours to touch.
+    """
+    if volume is not None:
+        out = volume.out
+        with contextlib.suppress(FileNotFoundError):
+            out.unlink()
+        with contextlib.suppress(OSError):
+            for scratch in out.parent.glob(f".{out.name}.*.tmp"):
+                scratch.unlink()
+        parent = out.parent
+        while parent != target and target in parent.parents:
+            try:
+                parent.rmdir()
+            except OSError:
+                break
+            parent = parent.parent
+    with contextlib.suppress(OSError):
+        target.rmdir()
