@@ -180,11 +180,34 @@ def mint_pair(directory: Any, name: str = "tls") -> tuple[str, str, str]:
     return str(d / f"{name}-ca.crt"), str(d / f"{name}.crt"), str(d / f"{name}.key")
 
 
-class RunningWebhook:
-    """A webhook served over TLS on 127.0.0.1 in a thread (the real uvicorn + starlette app)."""
+def free_port() -> int:
+    """A loopback port nobody listens on now (for a configuration written before its server)."""
+    import socket
 
-    def __init__(self, settings: Any, tmp: Any) -> None:
-        import socket
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+class RunningWebhook:
+    """A webhook served over TLS on 127.0.0.1 in a thread (the real uvicorn + starlette app).
+
+    ``pair`` serves an existing ``(ca, cert, key)`` instead of a freshly minted one;
+    ``reload_every`` re-reads it from disk as ``serve`` does, setting :attr:`reloaded` each time
+    a renewed pair is taken up.
+    """
+
+    def __init__(
+        self,
+        settings: Any,
+        tmp: Any,
+        *,
+        classes: Any = None,
+        pair: tuple[str, str, str] | None = None,
+        port: int | None = None,
+        reload_every: float | None = None,
+    ) -> None:
         import threading
 
         import uvicorn
@@ -193,14 +216,11 @@ class RunningWebhook:
         from dynconf_k8s.webhook.server import _Server, create_app
         from dynconf_k8s.webhook.tls import ServingTls
 
-        self.ca, cert, key = mint_pair(tmp)
+        self.ca, cert, key = pair or mint_pair(tmp)
         self.tls = ServingTls(cert, key)
         self.metrics = WebhookMetrics()
-        app = create_app(settings, metrics=self.metrics, tls=self.tls)
-        sock = socket.socket()
-        sock.bind(("127.0.0.1", 0))
-        self.port = sock.getsockname()[1]
-        sock.close()
+        app = create_app(settings, metrics=self.metrics, tls=self.tls, classes=classes)
+        self.port = port or free_port()
         config = uvicorn.Config(
             app,
             host="127.0.0.1",
@@ -213,6 +233,14 @@ class RunningWebhook:
         self.server = _Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.thread.start()
+        self.reloaded = threading.Event()
+        self._halt = threading.Event()
+        self._reloader: threading.Thread | None = None
+        if reload_every:
+            self._reloader = threading.Thread(
+                target=self._reload, args=(reload_every,), daemon=True
+            )
+            self._reloader.start()
         import time
 
         deadline = time.monotonic() + 10
@@ -220,24 +248,132 @@ class RunningWebhook:
             time.sleep(0.02)
         assert self.server.started
 
+    def _reload(self, every: float) -> None:
+        while not self._halt.wait(every):
+            if self.tls.reload():
+                self.reloaded.set()
+
     @property
     def url(self) -> str:
         return f"https://127.0.0.1:{self.port}"
 
     def stop(self) -> None:
+        self._halt.set()
         self.server.should_exit = True
         self.thread.join(timeout=10)
+        if self._reloader is not None:
+            self._reloader.join(timeout=10)
 
 
 @pytest.fixture
 def running_webhook(tmp_path: Any) -> Any:
     started: list[RunningWebhook] = []
 
-    def start(settings: Any) -> RunningWebhook:
-        hook = RunningWebhook(settings, tmp_path)
+    def start(settings: Any, **options: Any) -> RunningWebhook:
+        hook = RunningWebhook(settings, tmp_path, **options)
         started.append(hook)
         return hook
 
     yield start
     for hook in started:
         hook.stop()
+
+
+@pytest.fixture
+def cluster(kube_client: Any) -> Any:
+    """Namespaces and MutatingWebhookConfigurations made for one test, removed after it."""
+    import base64
+    import time
+    import uuid
+    from pathlib import Path
+
+    from kubernetes import client
+    from kubernetes.client.rest import ApiException
+
+    core = client.CoreV1Api(kube_client)
+    admission = client.AdmissionregistrationV1Api(kube_client)
+    made: list[tuple[str, Any]] = []
+
+    class Cluster:
+        core_api = core
+        apps = client.AppsV1Api(kube_client)
+
+        def namespace(self, label: str, extra_labels: dict | None = None) -> str:
+            name = f"wh-{uuid.uuid4().hex[:8]}"
+            labels = {"dynconf-test": label, **(extra_labels or {})}
+            core.create_namespace({"metadata": {"name": name, "labels": labels}})
+            try:
+                core.create_namespaced_service_account(name, {"metadata": {"name": "default"}})
+            except ApiException as err:
+                if err.status != 409:
+                    raise
+            made.append(("ns", name))
+            return name
+
+        def register(
+            self, hook, label: str, failure_policy: str = "Fail", port: int | None = None
+        ) -> str:
+            name = f"wh-{uuid.uuid4().hex[:8]}.dynamic-config.rs"
+            ca = base64.b64encode(Path(hook.ca).read_bytes()).decode()
+            admission.create_mutating_webhook_configuration(
+                {
+                    "metadata": {"name": name},
+                    "webhooks": [
+                        {
+                            "name": "inject.dynamic-config.rs",
+                            "admissionReviewVersions": ["v1"],
+                            "sideEffects": "None",
+                            "failurePolicy": failure_policy,
+                            "reinvocationPolicy": "IfNeeded",
+                            "timeoutSeconds": 5,
+                            "clientConfig": {
+                                "url": f"https://127.0.0.1:{port or hook.port}/mutate",
+                                "caBundle": ca,
+                            },
+                            "rules": [
+                                {
+                                    "operations": ["CREATE"],
+                                    "apiGroups": [""],
+                                    "apiVersions": ["v1"],
+                                    "resources": ["pods"],
+                                }
+                            ],
+                            "namespaceSelector": {
+                                "matchLabels": {"dynconf-test": label},
+                                "matchExpressions": [
+                                    {"key": "dynamic-config.rs/exclude", "operator": "DoesNotExist"}
+                                ],
+                            },
+                        }
+                    ],
+                }
+            )
+            made.append(("mwc", name))
+            time.sleep(1.5)  # the apiserver picks configurations up from its informer
+            return name
+
+        def on_teardown(self, undo: Any) -> None:
+            """Run ``undo()`` when the test ends (before earlier-made namespaces go)."""
+            made.append(("call", undo))
+
+        def create_pod(self, namespace: str, annotations: dict | None, name: str = "app"):
+            body = {
+                "metadata": {"name": name, "annotations": annotations or {}},
+                "spec": {
+                    "automountServiceAccountToken": False,
+                    "containers": [{"name": "app", "image": "busybox", "command": ["sleep", "1d"]}],
+                },
+            }
+            return core.create_namespaced_pod(namespace, body)
+
+    yield Cluster()
+    for kind, name in reversed(made):
+        try:
+            if kind == "call":
+                name()
+            elif kind == "mwc":
+                admission.delete_mutating_webhook_configuration(name)
+            else:
+                core.delete_namespace(name)
+        except ApiException:
+            pass

@@ -220,9 +220,10 @@ def test_also_renderings_in_both_agents(pod_with, judge, added):
     )
     for name in ("dynamic-config-init", "dynamic-config-agent"):
         args = added(decision, name)["args"]
-        assert args[
-            args.index("--also") : args.index("--also") + 2
-        ] == ["--also", "out=/config/db.env,section=database"]
+        assert args[args.index("--also") : args.index("--also") + 2] == [
+            "--also",
+            "out=/config/db.env,section=database",
+        ]
         assert "out=/config/raw.json" in args
 
 

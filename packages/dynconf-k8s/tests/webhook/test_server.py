@@ -129,3 +129,45 @@ def _mint(directory):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.mint_pair(directory)
+
+
+def test_self_rotate_serving_waits_for_the_pair_then_reports_its_expiry(tmp_path):
+    import asyncio
+    import shutil
+
+    from cryptography import x509
+
+    from dynconf_k8s.webhook.server import _await_pair
+    from dynconf_k8s.webhook.tls import ServingTls
+
+    tls = ServingTls(str(tmp_path / "tls.crt"), str(tmp_path / "tls.key"))
+    _ca, cert, key = _mint(tmp_path / "minted")
+
+    async def scenario():
+        stopping = asyncio.Event()
+        waiting = asyncio.create_task(_await_pair(tls, 0.01, stopping))
+        await asyncio.sleep(0.05)
+        assert not waiting.done()
+        shutil.copy(key, tmp_path / "tls.key")
+        shutil.copy(cert, tmp_path / "tls.crt")
+        return await asyncio.wait_for(waiting, 5)
+
+    assert asyncio.run(scenario()) is True
+    expected = x509.load_pem_x509_certificate(Path(cert).read_bytes()).not_valid_after_utc
+    assert tls.not_after == expected.timestamp()
+
+
+def test_self_rotate_wait_ends_on_sigterm(tmp_path):
+    import asyncio
+
+    from dynconf_k8s.webhook.server import _await_pair
+    from dynconf_k8s.webhook.tls import ServingTls
+
+    tls = ServingTls(str(tmp_path / "tls.crt"), str(tmp_path / "tls.key"))
+
+    async def scenario():
+        stopping = asyncio.Event()
+        stopping.set()
+        return await _await_pair(tls, 60, stopping)
+
+    assert asyncio.run(scenario()) is False

@@ -22,7 +22,9 @@ BOOK_INSTALLATION = {
     "DYNAMIC_CONFIG_AGENT_PATH": "/config/rendered.toml",
     "DYNAMIC_CONFIG_AGENT_STORE_DEFAULTS": "consul: endpoint=http://consul.infra.svc:8500, key=myapp/config.json",
 }
-NEEDS_A_CLUSTER_CLASS = {"book-02113.yaml"}
+NEEDS_A_CLASS = {"book-02113.yaml"}
+BOOK_CLASSES = Path(__file__).parent / "cases" / "book-classes.yaml"
+"""The book's DynamicConfigClass, in namespace ``billing``."""
 
 
 def _uses_class(path: Path) -> bool:
@@ -31,16 +33,39 @@ def _uses_class(path: Path) -> bool:
 
 @pytest.mark.parametrize("path", BOOK, ids=[p.name for p in BOOK])
 def test_book_manifest_passes_validate(path):
-    if _uses_class(path):
-        pytest.skip("names a DynamicConfigClass, which only a running webhook's poller can see")
     out, err = io.StringIO(), io.StringIO()
-    code = run_validate([str(path)], parse_installation(BOOK_INSTALLATION), out, err)
+    if _uses_class(path):
+        code = run_validate(
+            [str(path)], parse_installation({}), out, err,
+            class_files=[str(BOOK_CLASSES)], namespace="billing",
+        )  # fmt: skip
+    else:
+        code = run_validate([str(path)], parse_installation(BOOK_INSTALLATION), out, err)
     assert code == 0, err.getvalue()
     assert "an agent would be injected" in out.getvalue()
 
 
 def test_class_manifests_are_the_known_ones():
-    assert {p.name for p in BOOK if _uses_class(p)} == NEEDS_A_CLUSTER_CLASS
+    assert {p.name for p in BOOK if _uses_class(p)} == NEEDS_A_CLASS
+
+
+def test_cli_takes_the_class_from_a_file_and_judges_in_the_given_namespace():
+    [book_pod] = [p for p in BOOK if p.name in NEEDS_A_CLASS]
+    elsewhere = _cli("--classes", str(BOOK_CLASSES), "--namespace", "team-a", str(book_pod))
+    assert elsewhere.returncode == 1
+    assert "refused (DynamicConfigPolicy)" in elsewhere.stderr
+    assert 'names "infra-consul"' in elsewhere.stderr
+    result = _cli("--classes", str(BOOK_CLASSES), "--namespace", "billing", str(book_pod))
+    assert result.returncode == 0, result.stderr
+    assert "an agent would be injected" in result.stdout
+
+
+def test_class_in_the_validated_file_itself_is_used(tmp_path):
+    [book_pod] = [p for p in BOOK if p.name in NEEDS_A_CLASS]
+    both = tmp_path / "both.yaml"
+    both.write_text(BOOK_CLASSES.read_text() + "---\n" + book_pod.read_text())
+    result = _cli("--namespace", "billing", str(both))
+    assert result.returncode == 0, result.stderr
 
 
 def _cli(*args, env=None):

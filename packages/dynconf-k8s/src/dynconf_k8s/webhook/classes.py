@@ -9,15 +9,24 @@ did not set — a default, not a pin. Refusals are ``DynamicConfigPolicy`` with 
 from __future__ import annotations
 
 import copy
+import logging
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from dynconf_k8s.contract.installation import Installation
 from dynconf_k8s.contract.refusals import POLICY, Refusal
 from dynconf_k8s.contract.registry import annotation
+from dynconf_k8s.webhook.kube import KubeAccess, MissingIdentity
 
-__all__ = ["ClassEntry", "ClassMap", "apply_class", "entries_from_lists"]
+__all__ = ["ClassEntry", "ClassMap", "ClassPoller", "apply_class", "entries_from_lists"]
+
+log = logging.getLogger("dynconf_k8s.webhook")
+
+GROUP: Final = "dynamic-config.rs"
+VERSION: Final = "v1alpha1"
+POLL_SECONDS: Final = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,3 +126,81 @@ def entries_from_lists(
             credential_namespace=token.get("namespace") if token else None,
         )
     return out
+
+
+class ClassPoller:
+    """Lists both class kinds on a timer into the map admission reads.
+
+    A failed poll keeps the previous map, so an API server outage never turns a working class
+    into a refusal; a missing token or CA is logged once and leaves the map empty, so pods
+    naming a class are refused (with the sentence that names the setting) rather than
+    admitted without the store the class was to supply. The map is replaced whole, never
+    mutated, so admission reads it without a lock.
+    """
+
+    def __init__(self, access: KubeAccess, every: float = POLL_SECONDS) -> None:
+        self.access = access
+        self.every = every
+        self._classes: dict[tuple[str | None, str], ClassEntry] = {}
+        self._polls = 0
+        self._changed = threading.Condition()
+        self._identity_logged = False
+
+    def classes(self) -> ClassMap:
+        """The map as of the last successful poll."""
+        return self._classes
+
+    def poll_once(self) -> bool:
+        """List both kinds now; True when the map was replaced."""
+        try:
+            api_client = self.access.api_client()
+        except MissingIdentity as exc:
+            if not self._identity_logged:
+                log.error("classes unreadable", extra={"error": str(exc)})
+                self._identity_logged = True
+            return self._finish(False)
+        from kubernetes import client  # type: ignore[import-untyped]
+        from kubernetes.client.rest import ApiException  # type: ignore[import-untyped]
+        from urllib3.exceptions import HTTPError
+
+        api = client.CustomObjectsApi(api_client)
+        try:
+            with api_client:
+                namespaced = api.list_cluster_custom_object(
+                    GROUP, VERSION, "dynamicconfigclasses", _request_timeout=self.access.timeout
+                )
+                cluster = api.list_cluster_custom_object(
+                    GROUP,
+                    VERSION,
+                    "clusterdynamicconfigclasses",
+                    _request_timeout=self.access.timeout,
+                )
+        except (ApiException, HTTPError, OSError) as exc:
+            log.warning(
+                "classes poll failed",
+                extra={"error_type": type(exc).__name__, "status": getattr(exc, "status", None)},
+            )
+            return self._finish(False)
+        self._classes = entries_from_lists(
+            namespaced.get("items") or [], cluster.get("items") or []
+        )
+        return self._finish(True)
+
+    def _finish(self, replaced: bool) -> bool:
+        with self._changed:
+            self._polls += 1
+            self._changed.notify_all()
+        return replaced
+
+    def wait_polls(self, count: int, timeout: float) -> bool:
+        """Block until ``count`` more polls finished (for tests and start-up); False on timeout."""
+        with self._changed:
+            target = self._polls + count
+            return self._changed.wait_for(lambda: self._polls >= target, timeout)
+
+    def run(self, stop: threading.Event) -> None:
+        """Poll now, then every ``every`` seconds until ``stop`` is set."""
+        while True:
+            self.poll_once()
+            if stop.wait(self.every):
+                return

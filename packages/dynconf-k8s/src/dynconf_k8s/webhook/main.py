@@ -17,7 +17,7 @@ from dynconf_k8s.contract.installation import InstallationError
 __all__ = ["main"]
 
 _USAGE = """usage: dynamic-config-webhook serve
-       dynamic-config-webhook validate <pod.yaml>...
+       dynamic-config-webhook validate [--classes <file>]... [--namespace <ns>] <pod.yaml>...
 """
 
 
@@ -28,9 +28,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if command == "validate":
             from dynconf_k8s.webhook.settings import load_installation
-            from dynconf_k8s.webhook.validate import run_validate
+            from dynconf_k8s.webhook.validate import USAGE, run_validate, split_args
 
-            return run_validate(args[1:], load_installation(), sys.stdout, sys.stderr)
+            parsed = split_args(args[1:])
+            if parsed is None:
+                sys.stderr.write(USAGE + "\n")
+                return 2
+            paths, class_files, namespace = parsed
+            return run_validate(
+                paths,
+                load_installation(),
+                sys.stdout,
+                sys.stderr,
+                class_files=class_files,
+                namespace=namespace,
+            )
         if command == "serve":
             from dynconf_k8s.webhook.server import NoTlsMaterial, serve
             from dynconf_k8s.webhook.settings import WebhookSettings

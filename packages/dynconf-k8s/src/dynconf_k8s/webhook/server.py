@@ -12,6 +12,7 @@ import contextlib
 import json
 import logging
 import signal
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -24,8 +25,9 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
 from dynconf_k8s.webhook.admission import decide
-from dynconf_k8s.webhook.classes import ClassMap
+from dynconf_k8s.webhook.classes import ClassMap, ClassPoller
 from dynconf_k8s.webhook.metrics import WebhookMetrics
+from dynconf_k8s.webhook.rotation import SelfRotation
 from dynconf_k8s.webhook.settings import WebhookSettings
 from dynconf_k8s.webhook.tls import ServingTls
 
@@ -121,25 +123,101 @@ class _Server(uvicorn.Server):
         yield
 
 
-async def _reload_loop(tls: ServingTls, every: float) -> None:
+async def _reload_loop(tls: ServingTls, metrics: WebhookMetrics, every: float) -> None:
     while True:
         await asyncio.sleep(every)
+        if tls.reload() and tls.not_after is not None:
+            metrics.expires_at.set(tls.not_after)
+
+
+def _start_background(
+    settings: WebhookSettings, metrics: WebhookMetrics, stop: threading.Event
+) -> tuple[ClassPoller | None, list[threading.Thread], Callable[[], None]]:
+    """The class poller and the rotation loop, each on its own thread (the kube client blocks)."""
+    threads: list[threading.Thread] = []
+    wakers: list[Callable[[], None]] = []
+    poller = None
+    if settings.classes:
+        poller = ClassPoller(settings.kube, settings.classes_poll_seconds)
+        threads.append(threading.Thread(target=poller.run, args=(stop,), name="classes"))
+    if settings.self_rotate is not None:
+        rotation = SelfRotation(settings.self_rotate, settings.kube, metrics)
+        threads.append(threading.Thread(target=rotation.run, args=(stop,), name="rotation"))
+        wakers.append(rotation.stop_waiting)
+    for thread in threads:
+        thread.daemon = True
+        thread.start()
+
+    def wake() -> None:
+        for waker in wakers:
+            waker()
+
+    return poller, threads, wake
+
+
+async def _await_pair(tls: ServingTls, every: float, stopping: asyncio.Event) -> bool:
+    """selfRotate: wait until the Secret's pair is mounted and parses (False if told to stop)."""
+    while not tls.loaded:
+        log.info("waiting for the serving pair", extra={"cert": tls.cert})
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stopping.wait(), every)
+        if stopping.is_set():
+            return False
         tls.reload()
+    return True
 
 
 async def serve(settings: WebhookSettings) -> None:
-    """Serve until SIGTERM/SIGINT, then drain for up to ``settings.drain_seconds``."""
+    """Serve until SIGTERM/SIGINT, then drain for up to ``settings.drain_seconds``.
+
+    With selfRotate the pair may not exist yet (the leader is about to mint it), so serving
+    waits for it instead of refusing to start.
+    """
+    loop = asyncio.get_running_loop()
+    stopping = asyncio.Event()
+    servers: list[_Server] = []
+
+    def stop() -> None:
+        log.info("draining")
+        stopping.set()
+        for server in servers:
+            server.should_exit = True
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop)
     tls: ServingTls | None = None
     if not settings.plaintext:
         tls = ServingTls(settings.tls_cert, settings.tls_key)
-        if not tls.loaded:
+        if not tls.loaded and settings.self_rotate is None:
             raise NoTlsMaterial(
                 f"no TLS material at {settings.tls_cert} / {settings.tls_key}: an admission "
                 "webhook cannot serve plain HTTP (set DYNAMIC_CONFIG_WEBHOOK_PLAINTEXT=1 only "
                 "for a local harness)"
             )
     metrics = WebhookMetrics()
-    app = create_app(settings, metrics=metrics, tls=tls)
+    halt = threading.Event()
+    poller, threads, wake = _start_background(settings, metrics, halt)
+    try:
+        if tls is not None and not await _await_pair(tls, settings.tls_wait_seconds, stopping):
+            return
+        if tls is not None and tls.not_after is not None:
+            metrics.expires_at.set(tls.not_after)
+        await _serve_listeners(settings, metrics, tls, poller, servers)
+    finally:
+        halt.set()
+        wake()
+        for thread in threads:
+            thread.join(timeout=settings.drain_seconds)
+
+
+async def _serve_listeners(
+    settings: WebhookSettings,
+    metrics: WebhookMetrics,
+    tls: ServingTls | None,
+    poller: ClassPoller | None,
+    servers: list[_Server],
+) -> None:
+    app = create_app(settings, metrics=metrics, tls=tls, classes=poller.classes if poller else None)
     host, port = settings.host_port
     config = uvicorn.Config(
         app,
@@ -152,7 +230,7 @@ async def serve(settings: WebhookSettings) -> None:
         ssl_context_factory=(lambda _c, _d: tls.context) if tls else None,
         ssl_certfile=settings.tls_cert if tls else None,
     )
-    servers = [_Server(config)]
+    servers.append(_Server(config))
     metrics_addr = settings.metrics_host_port
     if metrics_addr:
         mconfig = uvicorn.Config(
@@ -163,16 +241,11 @@ async def serve(settings: WebhookSettings) -> None:
             access_log=False,
         )
         servers.append(_Server(mconfig))
-    loop = asyncio.get_running_loop()
-
-    def stop() -> None:
-        log.info("draining")
-        for server in servers:
-            server.should_exit = True
-
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop)
-    reloader = asyncio.create_task(_reload_loop(tls, settings.tls_reload_seconds)) if tls else None
+    reloader = (
+        asyncio.create_task(_reload_loop(tls, metrics, settings.tls_reload_seconds))
+        if tls
+        else None
+    )
     log.info(
         "webhook serving", extra={"addr": settings.addr, "metrics_addr": settings.metrics_addr}
     )

@@ -16,6 +16,8 @@ from typing import Final
 from dynconf_k8s.contract.document import merge_environment
 from dynconf_k8s.contract.installation import ENV, Installation, parse_installation
 from dynconf_k8s.contract.rules import RuleError, parse_bool
+from dynconf_k8s.webhook.kube import KubeAccess
+from dynconf_k8s.webhook.rotation import RotationSettings
 
 __all__ = ["DEFAULT_DOCUMENT", "WebhookSettings", "load_installation"]
 
@@ -62,7 +64,13 @@ class WebhookSettings:
     tls_key: str = "/tls/tls.key"
     plaintext: bool = False
     classes: bool = False
+    classes_poll_seconds: float = 30.0
+    self_rotate: RotationSettings | None = None
+    kube: KubeAccess = field(default_factory=KubeAccess)
+    """How the class poller and self-rotation reach the API server (admission never does)."""
     tls_reload_seconds: float = 60.0
+    tls_wait_seconds: float = 5.0
+    """selfRotate: how often serving re-checks for the Secret's pair before the first one."""
     drain_seconds: int = 30
 
     @classmethod
@@ -77,6 +85,8 @@ class WebhookSettings:
             tls_key=env.get("DYNAMIC_CONFIG_WEBHOOK_TLS_KEY") or "/tls/tls.key",
             plaintext=_flag(env, "DYNAMIC_CONFIG_WEBHOOK_PLAINTEXT"),
             classes=installation.classes_enabled,
+            self_rotate=RotationSettings.from_environ(env),
+            kube=KubeAccess.in_cluster(env),
         )
 
     @property

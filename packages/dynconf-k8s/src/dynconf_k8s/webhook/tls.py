@@ -25,6 +25,16 @@ def _mtimes(*paths: str) -> tuple[float, ...] | None:
         return None
 
 
+def _not_after(path: str) -> float | None:
+    from cryptography import x509
+
+    try:
+        with open(path, "rb") as handle:
+            return x509.load_pem_x509_certificate(handle.read()).not_valid_after_utc.timestamp()
+    except (OSError, ValueError):
+        return None
+
+
 @dataclass
 class ServingTls:
     """The TLS context and the files it came from."""
@@ -33,6 +43,8 @@ class ServingTls:
     key: str
     context: ssl.SSLContext = field(init=False)
     loaded: bool = field(default=False, init=False)
+    not_after: float | None = field(default=None, init=False)
+    """Unix time the served certificate expires (what ``certificate_expires_at`` reports)."""
     _seen: tuple[float, ...] | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
@@ -56,6 +68,7 @@ class ServingTls:
             )
             return False
         self._seen = seen
+        self.not_after = _not_after(self.cert)
         if self.loaded:
             log.info("tls pair reloaded", extra={"cert": self.cert})
         self.loaded = True

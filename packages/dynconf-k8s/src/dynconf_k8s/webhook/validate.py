@@ -5,12 +5,18 @@ Deployments, StatefulSets, ReplicaSets, DaemonSets, Jobs and CronJobs through th
 template — a user validates what they apply. Each pod is wrapped in a review with uid
 ``validate`` and no namespace and judged by the same :func:`decide` admission uses, with the
 process's own installation, so the reasons printed are the reasons the cluster would give.
+
+A pod naming a ``dynamic-config.rs/class`` is judged against the DynamicConfigClass and
+ClusterDynamicConfigClass documents among the files given (``--classes FILE`` adds files
+that hold only classes, such as the platform's), the same way the poller would list them;
+``--namespace NS`` judges every pod as if created in ``NS`` (else its own
+``metadata.namespace``), which a namespaced class and a cluster class's allowlist need.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -18,10 +24,15 @@ import yaml
 
 from dynconf_k8s.contract.installation import Installation
 from dynconf_k8s.webhook.admission import decide
+from dynconf_k8s.webhook.classes import ClassEntry, entries_from_lists
 
-__all__ = ["pods_in", "run_validate"]
+__all__ = ["classes_in", "pods_in", "run_validate", "split_args"]
 
-USAGE = "usage: dynamic-config-webhook validate <pod.yaml>..."
+USAGE = (
+    "usage: dynamic-config-webhook validate <pod.yaml>...\n"
+    "       options: --classes <classes.yaml> (repeatable), --namespace <ns>"
+)
+_CLASS_KINDS = {"DynamicConfigClass": 0, "ClusterDynamicConfigClass": 1}
 _TEMPLATED = {
     "Deployment",
     "StatefulSet",
@@ -54,6 +65,37 @@ def pods_in(document: Any) -> Iterator[tuple[str, Mapping[str, Any]]]:
             yield label, job["template"]
 
 
+def classes_in(documents: list[Any]) -> dict[tuple[str | None, str], ClassEntry]:
+    """The class map the poller would build from these documents' classes."""
+    lists: tuple[list[Mapping[str, Any]], list[Mapping[str, Any]]] = ([], [])
+    for document in documents:
+        if isinstance(document, Mapping) and document.get("kind") in _CLASS_KINDS:
+            lists[_CLASS_KINDS[document["kind"]]].append(document)
+    return entries_from_lists(*lists)
+
+
+def split_args(args: list[str]) -> tuple[list[str], list[str], str | None] | None:
+    """``(paths, class_files, namespace)`` from the command line; None when it is malformed."""
+    paths: list[str] = []
+    class_files: list[str] = []
+    namespace: str | None = None
+    rest = iter(args)
+    for arg in rest:
+        if arg in ("--classes", "--namespace"):
+            value = next(rest, None)
+            if value is None:
+                return None
+            if arg == "--classes":
+                class_files.append(value)
+            else:
+                namespace = value
+        elif arg.startswith("--"):
+            return None
+        else:
+            paths.append(arg)
+    return paths, class_files, namespace
+
+
 def _documents(path: Path) -> list[Any]:
     text = path.read_text(encoding="utf-8")
     if path.suffix == ".json":
@@ -61,28 +103,42 @@ def _documents(path: Path) -> list[Any]:
     return [d for d in yaml.safe_load_all(text) if d is not None]
 
 
-def run_validate(paths: list[str], installation: Installation, out: TextIO, err: TextIO) -> int:
+def run_validate(
+    paths: list[str],
+    installation: Installation,
+    out: TextIO,
+    err: TextIO,
+    *,
+    class_files: Sequence[str] = (),
+    namespace: str | None = None,
+) -> int:
     """Judge every pod in ``paths``; 0 when none would be refused, else 1."""
     if not paths:
         err.write(USAGE + "\n")
         return 2
     total = refused = 0
-    for raw in paths:
-        path = Path(raw)
+    read: dict[str, list[Any]] = {}
+    for raw in [*class_files, *paths]:
         try:
-            documents = _documents(path)
+            read[raw] = _documents(Path(raw))
         except (OSError, ValueError, yaml.YAMLError) as exc:
             err.write(f"{raw}: cannot be read as JSON or YAML ({type(exc).__name__})\n")
             total += 1
             refused += 1
+    classes = classes_in([document for documents in read.values() for document in documents])
+    for raw in paths:
+        if raw not in read:
             continue
+        documents = read[raw]
         found = [pod for document in documents for pod in pods_in(document)]
         if not found:
             out.write(f"{raw}: no pod or pod template in this file\n")
         for label, pod in found:
             shown = raw if len(found) == 1 else f"{raw} ({label})"
-            review = {"request": {"uid": "validate", "object": pod}}
-            decision = decide(review, installation)
+            request: dict[str, Any] = {"uid": "validate", "object": pod}
+            if namespace:
+                request["namespace"] = namespace
+            decision = decide({"request": request}, installation, classes)
             total += 1
             response = decision.response["response"]
             if decision.outcome == "refused":
