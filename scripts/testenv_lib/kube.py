@@ -39,8 +39,12 @@ BUILD_MODULE = Path(__file__).resolve().parents[1] / "k8s-build"
 KUBE_BINARIES = ("kube-apiserver", "kube-controller-manager")
 
 SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
-KCM_CONTROLLERS = "garbagecollector,namespace,serviceaccount,deployment,replicaset"
-"""What tests need: ownerReference GC, namespace deletion, default SAs, Deployment pods."""
+KCM_CONTROLLERS = (
+    "garbagecollector,namespace,serviceaccount,deployment,replicaset,"
+    "validatingadmissionpolicy-status-controller"
+)
+"""What tests need: ownerReference GC, namespace deletion, default SAs, Deployment pods, and
+the ValidatingAdmissionPolicy type checking (``status.typeChecking``) the policy tests wait on."""
 
 START_TIMEOUT = float(os.environ.get("DYNCONF_TESTENV_KUBE_START_TIMEOUT", "90"))
 

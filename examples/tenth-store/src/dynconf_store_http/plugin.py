@@ -1,0 +1,164 @@
+"""The ``http`` store type, contributed through the ``dynconf_stores`` hook.
+
+Everything a caller can refuse is refused here, in ``validate``: the agent calls it at start and
+the webhook at admission, so a bad spec fails with the same sentence in both places and never
+reaches a request. ``build`` imports the client module, so listing plugins stays cheap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Final
+from urllib.parse import urlsplit
+
+from dynconf.plugins import hookimpl
+from dynconf.stores import (
+    AuthMethod,
+    StoreSpec,
+    StoreType,
+    StoreTypeBase,
+    WatchCapability,
+    format_from_key,
+    redact_url,
+)
+
+if TYPE_CHECKING:
+    from dynconf_store_http.source import HttpSource
+
+__all__ = ["AUTH_METHODS", "HTTP_STORE", "HttpStoreType", "dynconf_stores"]
+
+AUTH_METHODS: Final[Mapping[str, AuthMethod]] = {
+    "none": AuthMethod("none", (), "no credential"),
+    "token": AuthMethod(
+        "token", ("token",), "DYNAMIC_CONFIG_AGENT_TOKEN sent as `Authorization: Bearer`"
+    ),
+    "basic": AuthMethod(
+        "basic",
+        ("auth_username", "password"),
+        "--auth-username and DYNAMIC_CONFIG_AGENT_PASSWORD sent as HTTP basic auth",
+    ),
+}
+
+
+def document_url(endpoint: str, key: str) -> str:
+    """The URL fetched: the endpoint (a base URL) joined with the key (a path under it)."""
+    return f"{endpoint.rstrip('/')}/{key.lstrip('/')}"
+
+
+def auth_method(spec: StoreSpec) -> str:
+    """``--auth`` when given; otherwise the secret that is set picks it (token, then password).
+
+    Inferring keeps the common case to one environment variable, and an explicit ``--auth
+    none`` beside a secret is still refused, so nothing is sent that the spec did not ask for.
+    """
+    if spec.auth is not None:
+        return spec.auth
+    if spec.token:
+        return "token"
+    if spec.password:
+        return "basic"
+    return "none"
+
+
+class HttpStoreType(StoreTypeBase):
+    """A document served over HTTP(S); the ETag (or Last-Modified) is the change marker."""
+
+    name = "http"
+    capability = WatchCapability.CONDITIONAL
+    auth_methods = AUTH_METHODS
+    blocking = True
+    default_auth = "none"
+
+    def credential_hint(self) -> str:
+        return "DYNAMIC_CONFIG_AGENT_TOKEN or DYNAMIC_CONFIG_AGENT_PASSWORD"
+
+    def store_refusals(self, spec: StoreSpec) -> list[str]:
+        refusals: list[str] = []
+        shown = redact_url(spec.endpoint)
+        parts = urlsplit(spec.endpoint)
+        if parts.scheme not in ("http", "https"):
+            refusals.append(
+                f"the http endpoint {shown} needs an http:// or https:// scheme, e.g. "
+                "https://config.example.com/documents"
+            )
+        elif not parts.hostname:
+            refusals.append(f"the http endpoint {shown} names no host")
+        if "@" in parts.netloc:
+            refusals.append(
+                f"the http endpoint {shown} carries credentials; remove them and use "
+                "--auth basic with DYNAMIC_CONFIG_AGENT_PASSWORD"
+            )
+        if parts.query or parts.fragment:
+            refusals.append(f"the http endpoint {shown} has a query or fragment; remove it")
+        if parts.scheme == "http" and spec.tls.configured:
+            refusals.append(
+                "TLS settings (--ca, --tls-cert/--tls-key, --tls-skip-verify) need an "
+                "https:// endpoint; change the scheme or remove them"
+            )
+        if spec.tls.server_name:
+            refusals.append(
+                "http does not support --tls-server-name; put the certificate's name in the "
+                "endpoint's host"
+            )
+        if not spec.key.strip("/"):
+            refusals.append("the http key is the document's path under the endpoint; name one")
+        elif format_from_key(spec.key) is None:
+            refusals.append(
+                f"the http key {spec.key} has no format extension; end it in .json, .toml, "
+                ".yaml, .ini, .properties or .env"
+            )
+        method = auth_method(spec)
+        if spec.auth is None and method == "basic" and not spec.auth_username:
+            refusals.append("http auth basic needs --auth-username")
+        if method != "token" and spec.token:
+            refusals.append(f"--auth {method} sends no token, but one is set; use --auth token")
+        if method != "basic" and spec.password:
+            refusals.append(f"--auth {method} sends no password, but one is set; use --auth basic")
+        for flag, present in (
+            ("--auth-mount", spec.auth_mount),
+            ("--auth-role", spec.auth_role),
+            ("--auth-token-path", spec.auth_token_path),
+        ):
+            if present:
+                refusals.append(f"http takes no {flag}; remove it")
+        if spec.auth_username and method != "basic":
+            refusals.append("--auth-username belongs to --auth basic; add it or remove the name")
+        refusals.extend(
+            f"{name} is not an http setting; http takes no settings" for name in sorted(spec.extra)
+        )
+        if spec.timeout is not None and spec.timeout <= 0:
+            refusals.append("--timeout must be a positive number of seconds for http")
+        return refusals
+
+    def describe(self, spec: StoreSpec) -> str:
+        return f"http {redact_url(document_url(spec.endpoint, spec.key))}"
+
+    def build(self, spec: StoreSpec) -> HttpSource:
+        """A source for ``spec``; refuses (BackendError) what :meth:`validate` refuses."""
+        from dynconf.errors import BackendError, Origin
+        from dynconf_store_http.source import DEFAULT_TIMEOUT, HttpSource
+
+        description = self.describe(spec)
+        refusals = self.validate(spec)
+        if refusals:
+            raise BackendError("; ".join(refusals), origin=Origin.remote(description))
+        fmt = format_from_key(spec.key)
+        assert fmt is not None  # validate refused a key without one
+        method = auth_method(spec)
+        return HttpSource(
+            document_url(spec.endpoint, spec.key),
+            fmt,
+            spec.tls,
+            description=description,
+            token=spec.token if method == "token" else None,
+            basic=(spec.auth_username or "", spec.password or "") if method == "basic" else None,
+            timeout=spec.timeout or DEFAULT_TIMEOUT,
+        )
+
+
+HTTP_STORE: Final = HttpStoreType()
+
+
+@hookimpl
+def dynconf_stores() -> Iterable[StoreType]:
+    return [HTTP_STORE]
