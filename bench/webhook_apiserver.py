@@ -38,6 +38,10 @@ from kubernetes.client.rest import ApiException  # type: ignore[import-untyped]
 from dynconf_k8s.webhook.rotation import mint
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # the test support module, run as a script from the repo root
+
+from tests.fixtures.kube import await_webhook_called  # noqa: E402
+
 RUN = Path(os.environ.get("DYNCONF_TESTENV_RUN", REPO / ".testenv"))
 WEBHOOK = Path(sys.executable).with_name("dynamic-config-webhook")
 WORKERS = 16
@@ -122,17 +126,6 @@ def histogram_p99(text: str) -> tuple[float, int]:
     return lower_bound, int(count)
 
 
-def await_registration(core: Any, namespace: str, deadline: float) -> None:
-    """Dry-run pods until the API server calls the new configuration (its informer lags)."""
-    while True:
-        made = core.create_namespaced_pod(namespace, pod("probe"), dry_run="All")
-        if any(c.name == "dynamic-config-agent" for c in made.spec.containers):
-            return
-        if time.monotonic() > deadline:
-            raise SystemExit("the API server never called the webhook")
-        time.sleep(0.2)
-
-
 def main() -> int:
     count = int(sys.argv[1]) if len(sys.argv) > 1 else 200
     kube = published()
@@ -161,7 +154,7 @@ def main() -> int:
                     "namespaceSelector": {"matchLabels": {"dynconf-bench": tag}},
                 }],
             })  # fmt: skip
-            await_registration(core, namespace, time.monotonic() + 30)
+            await_webhook_called(core, namespace, pod("probe"), timeout=30)
 
             def create(i: int) -> tuple[float, object]:
                 began = time.perf_counter()

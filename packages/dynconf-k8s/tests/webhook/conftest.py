@@ -11,6 +11,7 @@ import pytest
 
 from dynconf_k8s.contract import Installation, parse_installation
 from dynconf_k8s.webhook.admission import Decision, decide
+from tests.fixtures.kube import await_webhook_called
 
 CANONICAL = {
     "dynamic-config.rs/inject": "true",
@@ -283,7 +284,6 @@ def running_webhook(tmp_path: Any) -> Any:
 def cluster(kube_client: Any) -> Any:
     """Namespaces and MutatingWebhookConfigurations made for one test, removed after it."""
     import base64
-    import time
     import uuid
     from pathlib import Path
 
@@ -293,6 +293,8 @@ def cluster(kube_client: Any) -> Any:
     core = client.CoreV1Api(kube_client)
     admission = client.AdmissionregistrationV1Api(kube_client)
     made: list[tuple[str, Any]] = []
+    probe_in: dict[str, str] = {}
+    """label -> a namespace this test made with it (not excluded), to probe registrations in."""
 
     class Cluster:
         core_api = core
@@ -308,11 +310,24 @@ def cluster(kube_client: Any) -> Any:
                 if err.status != 409:
                     raise
             made.append(("ns", name))
+            if "dynamic-config.rs/exclude" not in labels:
+                probe_in.setdefault(label, name)
             return name
 
         def register(
-            self, hook, label: str, failure_policy: str = "Fail", port: int | None = None
+            self,
+            hook,
+            label: str,
+            failure_policy: str = "Fail",
+            port: int | None = None,
+            await_called: bool = True,
         ) -> str:
+            """Register ``hook`` for namespaces labelled ``label``; return once it is called.
+
+            ``await_called=False`` for a configuration nothing can observe being taken up (one
+            that fails open on an unreachable webhook); awaiting one registered after it covers
+            it, as the API server takes configurations up in order.
+            """
             name = f"wh-{uuid.uuid4().hex[:8]}.dynamic-config.rs"
             ca = base64.b64encode(Path(hook.ca).read_bytes()).decode()
             admission.create_mutating_webhook_configuration(
@@ -349,7 +364,16 @@ def cluster(kube_client: Any) -> Any:
                 }
             )
             made.append(("mwc", name))
-            time.sleep(1.5)  # the apiserver picks configurations up from its informer
+            if await_called:
+                namespace = probe_in.get(label) or self.namespace(label)
+                probe = {
+                    "metadata": {"name": "probe", "annotations": CANONICAL},
+                    "spec": {
+                        "automountServiceAccountToken": False,
+                        "containers": [{"name": "app", "image": "busybox"}],
+                    },
+                }
+                await_webhook_called(core, namespace, probe)
             return name
 
         def on_teardown(self, undo: Any) -> None:

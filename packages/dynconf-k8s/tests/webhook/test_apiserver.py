@@ -82,8 +82,10 @@ def test_failure_policy_fail_refuses_and_ignore_admits_uninjected(cluster, runni
     hook.stop()
     label_fail, label_ignore = uuid.uuid4().hex[:8], uuid.uuid4().hex[:8]
     ns_fail, ns_ignore = cluster.namespace(label_fail), cluster.namespace(label_ignore)
+    # Failing open looks like not yet registered, so the Fail configuration, registered after
+    # it and taken up after it, is the one awaited.
+    cluster.register(hook, label_ignore, "Ignore", port=dead_port, await_called=False)
     cluster.register(hook, label_fail, "Fail", port=dead_port)
-    cluster.register(hook, label_ignore, "Ignore", port=dead_port)
     with pytest.raises(ApiException) as caught:
         cluster.create_pod(ns_fail, CANONICAL)
     assert caught.value.status == 500

@@ -11,8 +11,10 @@ serves the Secret's pair through the same file reload cert-manager's renewals us
 
 The bundle is patched *before* the Secret is written (the reference writes the Secret first):
 the API server then trusts the new CA before any replica can serve a leaf it signed, and the
-previous CA stays until the next rotation, so no admission fails in between. A lease lost
-between the steps abandons the rotation; the next leader starts over from the Secret.
+previous CA stays until the next rotation, so no admission fails in between. The Lease (30 s
+term) is held through :class:`dynconf_k8s.lease.LeaderLease`, tried every round and again
+between the bundle and the Secret; any round that does not lead (taken, a 409, refused) abandons
+the rotation there, and the next leader starts over from the Secret.
 """
 
 from __future__ import annotations
@@ -24,12 +26,12 @@ import logging
 import os
 import random
 import threading
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
 from dynconf_k8s.contract.installation import InstallationError
+from dynconf_k8s.lease import LeaderLease
 from dynconf_k8s.webhook.kube import KubeAccess, MissingIdentity
 from dynconf_k8s.webhook.metrics import WebhookMetrics
 
@@ -38,7 +40,6 @@ __all__ = [
     "LEASE_NAME",
     "NOT_AFTER",
     "Minted",
-    "RotationLease",
     "RotationSettings",
     "SelfRotation",
     "mint",
@@ -220,70 +221,6 @@ def _parse_rfc3339(text: str | None) -> dt.datetime | None:
         return None
 
 
-class RotationLease:
-    """One replica's view of the rotation Lease: create → leader, 409 → not, take over expired.
-
-    Expiry is judged on this process's monotonic clock from when it last saw the holder renew,
-    as client-go does, so clock skew between nodes cannot make two leaders.
-    """
-
-    def __init__(self, namespace: str, identity: str, term: float) -> None:
-        self.namespace = namespace
-        self.identity = identity
-        self.term = term
-        self._seen: tuple[str, str] | None = None
-        self._seen_at = 0.0
-
-    def try_hold(self, api_client: Any) -> bool:
-        """One round: acquire, renew or take over; False when another replica holds it."""
-        from kubernetes import client  # type: ignore[import-untyped]
-        from kubernetes.client.rest import ApiException  # type: ignore[import-untyped]
-
-        api = client.CoordinationV1Api(api_client)
-        now = dt.datetime.now(dt.UTC)
-        try:
-            try:
-                lease = api.read_namespaced_lease(LEASE_NAME, self.namespace)
-            except ApiException as exc:
-                if exc.status != 404:
-                    raise
-                api.create_namespaced_lease(
-                    self.namespace,
-                    client.V1Lease(
-                        metadata=client.V1ObjectMeta(name=LEASE_NAME, namespace=self.namespace),
-                        spec=client.V1LeaseSpec(
-                            holder_identity=self.identity,
-                            lease_duration_seconds=int(self.term),
-                            acquire_time=now,
-                            renew_time=now,
-                            lease_transitions=0,
-                        ),
-                    ),
-                )
-                return True
-            spec = lease.spec or client.V1LeaseSpec()
-            holder = spec.holder_identity or ""
-            seen = (holder, spec.renew_time.isoformat() if spec.renew_time else "")
-            if seen != self._seen:
-                self._seen, self._seen_at = seen, time.monotonic()
-            if holder and holder != self.identity:
-                duration = float(spec.lease_duration_seconds or self.term)
-                if time.monotonic() - self._seen_at < duration:
-                    return False
-                spec.acquire_time = now
-                spec.lease_transitions = (spec.lease_transitions or 0) + 1
-            spec.holder_identity = self.identity
-            spec.lease_duration_seconds = int(self.term)
-            spec.renew_time = now
-            lease.spec = spec
-            api.replace_namespaced_lease(LEASE_NAME, self.namespace, lease)
-            return True
-        except ApiException as exc:
-            if exc.status != 409:
-                log.warning("rotation lease refused", extra={"status": exc.status})
-            return False
-
-
 class SelfRotation:
     """The rotation loop of one replica; only the Lease holder mints."""
 
@@ -298,7 +235,9 @@ class SelfRotation:
         self.settings = settings
         self.access = access
         self.metrics = metrics
-        self.lease = RotationLease(settings.namespace, settings.identity, settings.lease_seconds)
+        self.lease = LeaderLease(
+            LEASE_NAME, settings.namespace, settings.identity, term=settings.lease_seconds
+        )
         self.leading = False
         self._jitter = jitter
         self._factor = jitter()
@@ -346,7 +285,7 @@ class SelfRotation:
             log.error("rotation has no identity", extra={"error": str(exc)})
             return False
         with api_client:
-            self.leading = self.lease.try_hold(api_client)
+            self.leading = self.lease.try_hold(api_client).leading
             if not self.leading:
                 return False
             secret = self._read_secret(api_client)
@@ -361,8 +300,8 @@ class SelfRotation:
             return self._rotate(api_client, previous)
 
     def _read_secret(self, api_client: Any) -> Any:
-        from kubernetes import client
-        from kubernetes.client.rest import ApiException
+        from kubernetes import client  # type: ignore[import-untyped]
+        from kubernetes.client.rest import ApiException  # type: ignore[import-untyped]
 
         try:
             return client.CoreV1Api(api_client).read_namespaced_secret(
@@ -374,7 +313,7 @@ class SelfRotation:
             raise
 
     def _still_leading(self, api_client: Any, step: str) -> bool:
-        if self.lease.try_hold(api_client):
+        if self.lease.try_hold(api_client).leading:
             return True
         self.leading = False
         log.warning("rotation abandoned: the lease was lost", extra={"step": step})
