@@ -159,10 +159,20 @@ def test_stream_ceiling_answers_503(serve, config_dir):
     import requests
 
     server = serve(base_settings(config_dir, max_stream_connections=1), base=config_dir.root)
+    # the section loads just after start-up; until then a stream is refused as unavailable
+    deadline = time.monotonic() + 10
+    while get(f"{server.url}/billing/prod")[0] != 200:
+        assert time.monotonic() < deadline, "the section never loaded"
+        time.sleep(0.02)
     headers = {"Authorization": f"Bearer {TOKEN}"}
     with requests.get(f"{server.url}/billing/prod/stream", stream=True, timeout=10,
                       headers=headers) as held:  # fmt: skip
-        next(held.iter_lines())
+        assert held.status_code == 200
+        # chunk_size=1: urllib3 would otherwise wait for 512 bytes, which an idle stream only
+        # reaches after dozens of keep-alives. The iterator is kept: a discarded one is closed,
+        # and closing it closes the connection, which ends the held stream.
+        lines = held.iter_lines(chunk_size=1)
+        next(lines)
         status, answer_headers, _ = get(f"{server.url}/billing/prod/stream")
         assert status == 503
         assert answer_headers["retry-after"] == "5"
