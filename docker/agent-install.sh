@@ -11,9 +11,10 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo"
 
 uv venv --quiet --python "$python" "$prefix/venv"
-# third-party requirements exactly as uv.lock pins them (no dev group, no workspace members)
+# third-party requirements exactly as uv.lock pins them (no dev group, no workspace members),
+# with the agent's `otel` extra: OTLP traces when OTEL_EXPORTER_OTLP_ENDPOINT is set
 uv export --quiet --frozen --no-dev --no-emit-workspace --all-packages --no-hashes \
-  --output-file "$prefix/requirements.txt"
+  --extra otel --output-file "$prefix/requirements.txt"
 uv pip install --quiet --python "$prefix/venv/bin/python" -r "$prefix/requirements.txt"
 # the workspace members themselves: the engine, the nine stores, the agent
 uv pip install --quiet --python "$prefix/venv/bin/python" --no-deps \

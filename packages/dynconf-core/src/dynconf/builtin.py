@@ -25,7 +25,7 @@ def dynconf_formats() -> Iterable[FormatType]:
 
 @hookimpl
 def dynconf_template_filters() -> Mapping[str, Callable[..., Any]]:
-    from dynconf.template import BUILTIN_FILTERS
+    from dynconf.template_filters import BUILTIN_FILTERS
 
     return BUILTIN_FILTERS
 

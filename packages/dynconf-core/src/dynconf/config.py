@@ -738,9 +738,9 @@ class DynamicConfig(Generic[M]):
 class RemoteWatch:
     """The threads behind :meth:`DynamicConfig.watch_remote`.
 
-    One follows the store's own watch; for push stores a second resyncs every interval
-    (paced), because a stream's failure mode is silence, and a change made between the
-    last fetch and the stream's start would otherwise wait for the next change.
+    One follows the store's own watch; a second resyncs: every interval (paced) for push
+    stores, because a stream's failure mode is silence, and once for poll stores. Either way
+    a change made between the last fetch and the watch's first observation is not lost.
     """
 
     def __init__(self, config: DynamicConfig[Any], slot: _RemoteSlot, interval: float) -> None:
@@ -749,11 +749,10 @@ class RemoteWatch:
         self._interval = interval
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="dynconf-remote", daemon=True)
-        self._resyncer: threading.Thread | None = None
-        if slot.source.capability is WatchCapability.PUSH:
-            self._resyncer = threading.Thread(
-                target=self._resync_loop, name="dynconf-remote-resync", daemon=True
-            )
+        self._periodic = slot.source.capability is WatchCapability.PUSH
+        self._resyncer = threading.Thread(
+            target=self._resync_loop, name="dynconf-remote-resync", daemon=True
+        )
 
     @property
     def running(self) -> bool:
@@ -761,8 +760,7 @@ class RemoteWatch:
 
     def start(self) -> RemoteWatch:
         self._thread.start()
-        if self._resyncer is not None:
-            self._resyncer.start()
+        self._resyncer.start()
         return self
 
     def stop(self) -> None:
@@ -770,10 +768,12 @@ class RemoteWatch:
 
     def join(self, timeout: float | None = None) -> None:
         self._thread.join(timeout)
-        if self._resyncer is not None:
-            self._resyncer.join(timeout)
+        self._resyncer.join(timeout)
 
     def _resync_loop(self) -> None:
+        """Push stores: resync every (paced) interval. Poll stores: once, one interval in,
+        after their watch has primed, to catch a change made between the last fetch and the
+        prime (their own polling covers everything after it)."""
         pace = Pace(self._interval)
         while not self._stop.wait(pace.next_wait()):
             try:
@@ -782,6 +782,9 @@ class RemoteWatch:
             except Exception as exc:
                 self._config._fetch_failed(self._slot, exc)
                 pace.failed()
+                continue
+            if not self._periodic:
+                return
 
     def _run(self) -> None:
         pace = Pace(self._interval)

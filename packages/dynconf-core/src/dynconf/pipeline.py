@@ -281,11 +281,7 @@ def verbatim_entries(document: Mapping[str, Value]) -> dict[str, str]:
     For consumers whose key names are someone else's contract (``postgres-password`` stays
     ``postgres-password``). The ``$schema`` annotation is not a leaf of the configuration.
     """
-    return {
-        path: entry_value(value)
-        for path, value in walk_leaves(document)
-        if path != "$schema"
-    }
+    return {path: entry_value(value) for path, value in walk_leaves(document) if path != "$schema"}
 
 
 def env_entries(document: Mapping[str, Value]) -> dict[str, str]:

@@ -241,7 +241,7 @@ def _builtin_module() -> ModuleType:
 
 def discover() -> Registry:
     """Load every installed plugin of the ``dynconf`` entry-point group (open mode)."""
-    from importlib_metadata import entry_points
+    from importlib.metadata import entry_points
 
     manager = _manager()
     registry = Registry(manager=manager)
@@ -270,7 +270,7 @@ def discover() -> Registry:
 
 def load_locked(lock: PluginLock, *, origin: str = "the plugin lock") -> Registry:
     """Load exactly the plugins a lock names; refuse a missing or different distribution."""
-    from importlib_metadata import PackageNotFoundError, version
+    from importlib.metadata import PackageNotFoundError, version
 
     manager = _manager()
     registry = Registry(manager=manager)

@@ -28,7 +28,6 @@ from dynconf.errors import (
     TypeMismatchError,
 )
 from dynconf.plugins import FormatType, default_registry
-from dynconf.template import render_template
 
 __all__ = [
     "DEFAULT_MAX_DOCUMENT_BYTES",
@@ -195,6 +194,9 @@ def render_output(document: Document, spec: OutputSpec) -> bytes:
     table = select_section(document, spec.section)
     if spec.template is not None:
         source = spec.template.read()
+        # jinja2 is imported only by a render that has a template: most never do
+        from dynconf.template import render_template
+
         return render_template(source, table, origin=spec.template.origin).encode("utf-8")
     fmt = output_format(spec)
     assert fmt.dump is not None

@@ -22,44 +22,47 @@ syntax problem; they never carry a value from the document.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import functools
-import json
 import re
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-import yaml
-from jinja2 import StrictUndefined, Template, TemplateSyntaxError, Undefined, UndefinedError
+from jinja2 import StrictUndefined, Template, TemplateSyntaxError, UndefinedError
 from jinja2.exceptions import SecurityError, TemplateRuntimeError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from jinja2.utils import missing
 
 from dynconf.document import Document
 from dynconf.errors import InvalidError, Origin
+from dynconf.template_filters import (
+    BUILTIN_FILTERS,
+    REQUIRED_MESSAGE,
+    TemplateFilterError,
+    _as_text,
+    b64decode,
+    b64encode,
+    quote,
+    required,
+    to_json,
+    to_yaml,
+)
 
 __all__ = [
     "BUILTIN_FILTERS",
     "REQUIRED_MESSAGE",
     "TemplateFilterError",
+    "b64decode",
+    "b64encode",
+    "quote",
     "render_template",
+    "required",
+    "to_json",
+    "to_yaml",
 ]
-
-REQUIRED_MESSAGE: Final = "required: the value is empty"
-"""What ``required`` says when the template author gave no message."""
 
 _TEMPLATE_NAME: Final = "<template>"
 _COMPILED_KEEP: Final = 64
-
-
-class TemplateFilterError(Exception):
-    """A filter refused its input; the message must name the problem, never the value.
-
-    Plugin filters raise this to get the same one-line error (with the template line) the
-    built-in filters give; any other exception is reported by its type only.
-    """
 
 
 class _UndefinedUse(UndefinedError):
@@ -88,109 +91,10 @@ class _StrictUndefined(StrictUndefined):
             self._undefined_exception = functools.partial(_UndefinedUse, name=name)  # type: ignore[assignment]
 
 
-def _is_empty(value: Any) -> bool:
-    return isinstance(value, Undefined) or value is None or value in ("", [], {})
-
-
-def _as_text(value: Any) -> str:
-    """A value as the template prints it (``true``/``false``, null empty, JSON for tables)."""
-    if isinstance(value, Undefined):
-        return str(value)  # raises the strict-undefined error
-    if isinstance(value, str):
-        return value
-    if value is True:
-        return "true"
-    if value is False:
-        return "false"
-    if value is None:
-        return ""
-    if isinstance(value, (dict, list, tuple)):
-        return _json_text(value, compact=False)
-    return str(value)
-
-
-def _json_text(value: Any, *, compact: bool) -> str:
-    if isinstance(value, Undefined):
-        str(value)  # raises the strict-undefined error
-    separators = (",", ":") if compact else (", ", ": ")
-    try:
-        return json.dumps(value, ensure_ascii=False, separators=separators, allow_nan=False)
-    except ValueError:
-        raise TemplateFilterError(
-            "json: the value holds a number JSON cannot spell (NaN or infinity)"
-        ) from None
-    except TypeError:
-        raise TemplateFilterError("json: the value is not a document value") from None
-
-
 def _finalize(value: Any) -> Any:
     if isinstance(value, bool) or value is None or isinstance(value, (dict, list, tuple)):
         return _as_text(value)
     return value
-
-
-def b64encode(value: Any) -> str:
-    """Base64 of the value's UTF-8 text (standard alphabet, padded)."""
-    return base64.b64encode(_as_text(value).encode("utf-8")).decode("ascii")
-
-
-def b64decode(value: Any) -> str:
-    """The UTF-8 text a base64 string encodes; missing padding and whitespace are forgiven."""
-    compact = "".join(_as_text(value).split())
-    compact += "=" * (-len(compact) % 4)
-    try:
-        raw = base64.b64decode(compact, validate=True)
-    except (binascii.Error, ValueError):
-        raise TemplateFilterError("b64decode: the value is not valid base64") from None
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise TemplateFilterError("b64decode: the decoded bytes are not UTF-8 text") from None
-
-
-def to_json(value: Any) -> str:
-    """Compact JSON (no spaces), keys in document order."""
-    return _json_text(value, compact=True)
-
-
-def to_yaml(value: Any) -> str:
-    """Block-style YAML, keys in document order, without the final newline or ``...``.
-
-    The last newline is dropped so ``{{ x | yaml }}`` sits on its line like any other
-    expression; the author writes the newline.
-    """
-    if isinstance(value, Undefined):
-        str(value)
-    try:
-        text = yaml.safe_dump(value, sort_keys=False, allow_unicode=True, default_flow_style=False)
-    except yaml.YAMLError:
-        raise TemplateFilterError("yaml: the value is not a document value") from None
-    if text.endswith("\n...\n"):
-        text = text[: -len("\n...\n")]
-    return text.removesuffix("\n")
-
-
-def quote(value: Any) -> str:
-    """The value's text as a JSON string literal (double quotes, JSON escapes)."""
-    return json.dumps(_as_text(value), ensure_ascii=False)
-
-
-def required(value: Any, message: str | None = None) -> Any:
-    """The value itself, or an error when it is undefined, null, ``""``, ``[]`` or ``{}``."""
-    if _is_empty(value):
-        raise TemplateFilterError(message or REQUIRED_MESSAGE)
-    return value
-
-
-BUILTIN_FILTERS: Final[dict[str, Callable[..., Any]]] = {
-    "b64encode": b64encode,
-    "b64decode": b64decode,
-    "json": to_json,
-    "yaml": to_yaml,
-    "quote": quote,
-    "required": required,
-}
-"""The filters dynconf adds to jinja2's own; registered by :mod:`dynconf.builtin`."""
 
 
 class _Sandbox:

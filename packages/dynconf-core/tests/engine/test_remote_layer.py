@@ -52,3 +52,47 @@ def test_missing_remote_document_contributes_nothing(tmp_path: Path) -> None:
     assert config.init()["a"] == 1
     status = config.remote_status()
     assert status is not None and status.reachable is True
+
+
+def test_poll_store_change_before_the_watch_primes_is_not_lost(tmp_path: Path) -> None:
+    """A conditional store primes its marker on its first poll; a change made between the
+    last fetch and that poll is caught by the one resync the engine does after it."""
+    import threading
+    from collections.abc import Callable, Iterator
+
+    from dynconf.file_store import FileSource
+    from dynconf.stores import Absent, Fetched, WatchCapability
+
+    class SlowPrimingPoller(FileSource):
+        capability = WatchCapability.CONDITIONAL
+
+        def __init__(self, path: Path) -> None:
+            super().__init__(path, "json")
+            self.release = threading.Event()
+
+        def changes(self, interval: float, stop: Callable[[], bool]) -> Iterator[Fetched | Absent]:
+            self.release.wait(5)
+            last = self.fetch()  # the prime: whatever is there now is "known"
+            while not stop():
+                answer = self.fetch()
+                moved = isinstance(answer, Fetched) and isinstance(last, Fetched)
+                if moved and answer.text != last.text:  # type: ignore[union-attr]
+                    last = answer
+                    yield answer
+                threading.Event().wait(interval)
+
+    remote = tmp_path / "remote.json"
+    remote.write_text('{"app": {"v": 1}}', encoding="utf-8")
+    source = SlowPrimingPoller(remote)
+    config = DynamicConfig(None, "app").remote(source)
+    config.refresh_remote()
+    config.init()
+    watch = config.watch_remote(interval=0.05)
+    try:
+        remote.write_text('{"app": {"v": 2}}', encoding="utf-8")  # before the prime
+        source.release.set()
+        assert config.changed(timeout=5) is not None
+        assert config.current()["v"] == 2
+    finally:
+        watch.stop()
+        watch.join(2)

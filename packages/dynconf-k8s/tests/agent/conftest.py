@@ -46,8 +46,14 @@ def wait_for(predicate: Callable[[], Any], timeout: float = DEADLINE, what: str 
 class AgentProcess:
     """One agent subprocess with its log lines and metrics port."""
 
-    def __init__(self, args: list[str], env: dict[str, str] | None = None) -> None:
-        full_env = {**os.environ, **(env or {})}
+    def __init__(self, args: list[str], env: dict[str, str | None] | None = None) -> None:
+        """``env`` adds to this process's environment; a ``None`` value removes the name."""
+        full_env = {**os.environ}
+        for name, value in (env or {}).items():
+            if value is None:
+                full_env.pop(name, None)
+            else:
+                full_env[name] = value
         if "DYNCONF_PLUGIN_LOCK" not in (env or {}):
             full_env.pop("DYNCONF_PLUGIN_LOCK", None)
         self.args = args
@@ -160,7 +166,7 @@ def agent() -> Iterator[Callable[..., AgentProcess]]:
     """Start agents; every one is stopped (SIGTERM, then kill) at the end of the test."""
     started: list[AgentProcess] = []
 
-    def start(*args: str, env: dict[str, str] | None = None) -> AgentProcess:
+    def start(*args: str, env: dict[str, str | None] | None = None) -> AgentProcess:
         process = AgentProcess(list(args), env)
         started.append(process)
         return process

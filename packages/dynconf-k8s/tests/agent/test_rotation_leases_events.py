@@ -6,6 +6,7 @@ import json
 import shutil
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -104,9 +105,18 @@ def test_dynamic_secret_renews_without_rendering_reissues_and_revokes(
     wait_for(lambda: not _role_exists(postgres_server, current), timeout=10, what="role dropped")
 
 
-def test_render_failed_event_reaches_the_apiserver(
-    agent: Start, kube_control_plane: Any, kube_client: Any, mint_sa_token: Any, tmp_path: Path
-) -> None:
+@dataclass
+class EventsAccess:
+    """What an agent with ``--events`` needs: a service account allowed to create Events."""
+
+    namespace: str
+    env: dict[str, str | None]
+
+
+@pytest.fixture
+def events_access(
+    kube_control_plane: Any, kube_client: Any, mint_sa_token: Any, tmp_path: Path
+) -> EventsAccess:
     from kubernetes import client as k8s  # type: ignore[import-untyped]
 
     namespace, account = "agent-events", "app"
@@ -131,6 +141,21 @@ def test_render_failed_event_reaches_the_apiserver(
     shutil.copy(kube_control_plane.ca, sa / "ca.crt")
     server = kube_control_plane.server.removeprefix("https://")
     host, _, port = server.rpartition(":")
+    return EventsAccess(namespace, {"DYNCONF_SERVICEACCOUNT_DIR": str(sa),
+                                    "KUBERNETES_SERVICE_HOST": host, "KUBERNETES_SERVICE_PORT": port})
+
+
+def _events(kube_client: Any, namespace: str, pod: str, reason: str) -> list[Any]:
+    from kubernetes import client as k8s
+
+    items = k8s.CoreV1Api(kube_client).list_namespaced_event(namespace).items
+    return [e for e in items if e.involved_object.name == pod and e.reason == reason]
+
+
+def test_render_failed_event_reaches_the_apiserver(
+    agent: Start, events_access: EventsAccess, kube_client: Any, tmp_path: Path
+) -> None:
+    namespace = events_access.namespace
     doc = tmp_path / "app.yaml"
     doc.write_text("db:\n  host: a\n")
     template = tmp_path / "t.tpl"
@@ -141,20 +166,34 @@ def test_render_failed_event_reaches_the_apiserver(
     process = agent("--source", "file", "--key", str(doc), "--out", str(out), "--template", str(template),
                     "--watch", "1", "--metrics-addr", "127.0.0.1:0", "--events",
                     env={"DYNAMIC_CONFIG_POD_NAME": pod, "DYNAMIC_CONFIG_POD_UID": str(uuid.uuid4()),
-                         "DYNCONF_SERVICEACCOUNT_DIR": str(sa), "KUBERNETES_SERVICE_HOST": host,
-                         "KUBERNETES_SERVICE_PORT": port})
+                         **events_access.env})
     wait_file(out, lambda t: t == "host=a\n")
     template.write_text("host={{ db.hots }}\n")
     doc.write_text("db:\n  host: b\n")
     process.wait_event("event_written", timeout=30)
-    core = k8s.CoreV1Api(kube_client)
-
-    def found() -> list[Any]:
-        items = core.list_namespaced_event(namespace).items
-        return [e for e in items if e.involved_object.name == pod and e.reason == "RenderFailed"]
-
-    events = wait_for(found, what="RenderFailed event")
+    events = wait_for(lambda: _events(kube_client, namespace, pod, "RenderFailed"),
+                      what="RenderFailed event")
     event = events[0]
     assert event.type == "Warning" and event.source.component == "dynamic-config-agent"
     assert event.metadata.name.startswith(f"{pod}.") and event.count == 1
     assert out.read_text() == "host=a\n"
+
+
+def test_fatal_exit_waits_for_the_event_that_says_why(
+    agent: Start, events_access: EventsAccess, kube_client: Any, tmp_path: Path
+) -> None:
+    doc = tmp_path / "app.yaml"
+    doc.write_text("a: 1\n")
+    out = tmp_path / "out" / "app.json"
+    out.parent.mkdir()
+    pod = f"web-{uuid.uuid4().hex[:6]}"
+    process = agent("--source", "file", "--key", str(doc), "--out", str(out), "--watch", "1",
+                    "--on-delete", "fail", "--events",
+                    env={"DYNAMIC_CONFIG_POD_NAME": pod, **events_access.env})
+    wait_file(out, lambda t: '"a": 1' in t)
+    doc.unlink()
+    assert process.wait_exit(timeout=30) == 1
+    # already there when the process is gone: the exit waited for the Event's thread
+    assert _events(kube_client, events_access.namespace, pod, "DocumentAbsent")
+    names = [line.get("event") for line in process.lines]
+    assert names.index("event_written") < names.index("agent_failed")

@@ -7,7 +7,27 @@ events. The server (``dynconf_store_configserver.server``, console script
 those documents.
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from dynconf_store_configserver.plugin import CONFIG_SERVER_STORE, ConfigServerStoreType
-from dynconf_store_configserver.source import ConfigServerSource
+
+if TYPE_CHECKING:
+    from dynconf_store_configserver.source import ConfigServerSource
 
 __all__ = ["CONFIG_SERVER_STORE", "ConfigServerSource", "ConfigServerStoreType"]
+
+_LAZY: dict[str, str] = {
+    "ConfigServerSource": "dynconf_store_configserver.source",
+}
+"""Names imported on first use: plugin discovery imports this package, and an agent that
+uses another store must not pay for this one's client code."""
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(name)
+    return getattr(importlib.import_module(module), name)

@@ -4,7 +4,28 @@ The plugin module (``dynconf_store_firestore.plugin``) is what discovery loads; 
 library (google-cloud-firestore) is imported only when a source is built.
 """
 
-from dynconf_store_firestore.plugin import FIRESTORE_STORE, FirestoreStoreType, Target
-from dynconf_store_firestore.source import Connection, FirestoreSource
+from __future__ import annotations
 
-__all__ = ["FIRESTORE_STORE", "Connection", "FirestoreSource", "FirestoreStoreType", "Target"]
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from dynconf_store_firestore.plugin import FIRESTORE_STORE, FirestoreStoreType, Target
+
+if TYPE_CHECKING:
+    from dynconf_store_firestore.source import Connection, FirestoreSource
+
+__all__ = ["Connection", "FIRESTORE_STORE", "FirestoreSource", "FirestoreStoreType", "Target"]
+
+_LAZY: dict[str, str] = {
+    "Connection": "dynconf_store_firestore.source",
+    "FirestoreSource": "dynconf_store_firestore.source",
+}
+"""Names imported on first use: plugin discovery imports this package, and an agent that
+uses another store must not pay for this one's client code."""
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(name)
+    return getattr(importlib.import_module(module), name)

@@ -4,8 +4,29 @@ The plugin module (``dynconf_store_git.plugin``) is what discovery loads; GitPyt
 imported only when a source reads a tree.
 """
 
-from dynconf_store_git.credential import Credential
-from dynconf_store_git.plugin import GIT_STORE, GitStoreType
-from dynconf_store_git.source import GitSource
+from __future__ import annotations
 
-__all__ = ["GIT_STORE", "Credential", "GitSource", "GitStoreType"]
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from dynconf_store_git.plugin import GIT_STORE, GitStoreType
+
+if TYPE_CHECKING:
+    from dynconf_store_git.credential import Credential
+    from dynconf_store_git.source import GitSource
+
+__all__ = ["Credential", "GIT_STORE", "GitSource", "GitStoreType"]
+
+_LAZY: dict[str, str] = {
+    "Credential": "dynconf_store_git.credential",
+    "GitSource": "dynconf_store_git.source",
+}
+"""Names imported on first use: plugin discovery imports this package, and an agent that
+uses another store must not pay for this one's client code."""
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(name)
+    return getattr(importlib.import_module(module), name)

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Final
 
 from dynconf.errors import AuthError, DynconfError, Origin, RemoteError
-from dynconf.stores import ABSENT, Absent, Fetched, WatchCapability
+from dynconf.stores import ABSENT, Absent, Fetched, WatchCapability, report_watching
 from dynconf_store_git.cache import DEFAULT_MAX_BYTES, DEFAULT_MAX_PACKS, CloneDir
 from dynconf_store_git.endpoint import Ref, RefKind, shown_endpoint
 from dynconf_store_git.transport import GitRunner
@@ -76,6 +76,8 @@ class GitSource:
         self._commit: str | None = None
         self._refused: str | None = None
         self.on_failure = on_failure
+        self.on_watching: Callable[[], None] | None = None
+        """Told after each check that reached the remote, so a caller's staleness is exact."""
         self.connected = False
         """True while the watch's last check reached the remote (``watch_connected``)."""
         self.transfers = 0
@@ -118,6 +120,7 @@ class GitSource:
                 self.connected = False
                 self._report(exc)
             else:
+                report_watching(self)
                 if answer is not None:
                     if last is not None and not _same(answer, last):
                         last = answer

@@ -4,6 +4,11 @@ The plugin module (``dynconf_store_nats.plugin``) is what discovery loads; the c
 library (nats-py) is imported only when a source is built and used.
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from dynconf_store_nats.plugin import (
     CREDENTIAL_MODES,
     NATS_STORE,
@@ -12,7 +17,9 @@ from dynconf_store_nats.plugin import (
     credential_mode,
     parse_key,
 )
-from dynconf_store_nats.source import NatsSource, NoSuchBucket
+
+if TYPE_CHECKING:
+    from dynconf_store_nats.source import NatsSource, NoSuchBucket
 
 __all__ = [
     "CREDENTIAL_MODES",
@@ -24,3 +31,17 @@ __all__ = [
     "credential_mode",
     "parse_key",
 ]
+
+_LAZY: dict[str, str] = {
+    "NatsSource": "dynconf_store_nats.source",
+    "NoSuchBucket": "dynconf_store_nats.source",
+}
+"""Names imported on first use: plugin discovery imports this package, and an agent that
+uses another store must not pay for this one's client code."""
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(name)
+    return getattr(importlib.import_module(module), name)

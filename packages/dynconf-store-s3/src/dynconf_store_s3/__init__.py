@@ -4,7 +4,29 @@ The plugin module (``dynconf_store_s3.plugin``) is what discovery loads; the cli
 (botocore, from boto3's distribution) is imported only when a source first talks to S3.
 """
 
-from dynconf_store_s3.plugin import PLACEHOLDER_REGION, S3_STORE, S3StoreType
-from dynconf_store_s3.source import AUTH_CODES, S3Settings, S3Source
+from __future__ import annotations
 
-__all__ = ["AUTH_CODES", "PLACEHOLDER_REGION", "S3_STORE", "S3Settings", "S3Source", "S3StoreType"]
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from dynconf_store_s3.plugin import PLACEHOLDER_REGION, S3_STORE, S3StoreType
+
+if TYPE_CHECKING:
+    from dynconf_store_s3.source import AUTH_CODES, S3Settings, S3Source
+
+__all__ = ["AUTH_CODES", "PLACEHOLDER_REGION", "S3Settings", "S3Source", "S3StoreType", "S3_STORE"]
+
+_LAZY: dict[str, str] = {
+    "AUTH_CODES": "dynconf_store_s3.source",
+    "S3Settings": "dynconf_store_s3.source",
+    "S3Source": "dynconf_store_s3.source",
+}
+"""Names imported on first use: plugin discovery imports this package, and an agent that
+uses another store must not pay for this one's client code."""
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(name)
+    return getattr(importlib.import_module(module), name)

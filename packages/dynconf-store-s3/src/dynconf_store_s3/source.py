@@ -29,7 +29,15 @@ from pathlib import Path
 from typing import Any, Final
 
 from dynconf.errors import AuthError, DynconfError, Origin, RemoteError
-from dynconf.stores import ABSENT, Absent, Fetched, Pace, TlsSettings, WatchCapability
+from dynconf.stores import (
+    ABSENT,
+    Absent,
+    Fetched,
+    Pace,
+    TlsSettings,
+    WatchCapability,
+    report_watching,
+)
 from dynconf_store_s3.plugin import PLACEHOLDER_REGION
 
 __all__ = ["AUTH_CODES", "DEFAULT_TIMEOUT", "FailureSink", "S3Settings", "S3Source"]
@@ -89,6 +97,8 @@ class S3Source:
         self._description = settings.description
         self._client: Any = None
         self.on_failure = on_failure
+        self.on_watching: Callable[[], None] | None = None
+        """Told after each successful check, so a caller's staleness is exact."""
         self.connected = False
         """True while the watch's last check succeeded."""
 
@@ -130,6 +140,7 @@ class S3Source:
                         yield ABSENT
                 self.connected = True
                 pace.succeeded()
+                report_watching(self)
             except AuthError:
                 self.connected = False
                 raise

@@ -34,6 +34,7 @@ from dynconf.stores import (
     StoreSpec,
     WatchCapability,
     redact_url,
+    report_watching,
 )
 from dynconf_store_vault.auth import TokenKeeper, login_for
 from dynconf_store_vault.lease import LeaseAction, LeaseSchedule, certificate_ttl
@@ -92,6 +93,8 @@ class VaultSource:
             self._transport, login_for(spec, self._origin), spec.token, self._origin
         )
         self.on_failure: Callable[[DynconfError], None] | None = None
+        self.on_watching: Callable[[], None] | None = None
+        """Told after each successful version check, so a caller's staleness is exact."""
         self.lease_renewals = 0
         self.lease_renewal_failures = 0
         self._schedule: LeaseSchedule | None = None
@@ -335,6 +338,7 @@ class VaultSource:
                         seen = ABSENT if isinstance(answer, Absent) else (number or state)
                         yield answer
                 pace.succeeded()
+                report_watching(self)
             except (AuthError, _NotKvV2):
                 raise
             except DynconfError as error:

@@ -18,21 +18,10 @@ so the file means the same to both kinds of reader.
 
 from __future__ import annotations
 
-import re
-from typing import Any, Final
+from typing import Final
 
-import yaml
-
-from dynconf.document import Document, Value
-from dynconf.errors import Origin, ParseError
-from dynconf.formats._common import (
-    child,
-    is_blank,
-    refuse_foreign,
-    require_table,
-    safe_reason,
-    shown,
-)
+from dynconf.document import Document
+from dynconf.errors import Origin
 from dynconf.plugins import FormatType
 
 __all__ = ["MAX_VALUES", "YAML", "dump", "parse"]
@@ -40,186 +29,20 @@ __all__ = ["MAX_VALUES", "YAML", "dump", "parse"]
 MAX_VALUES: Final = 1_000_000
 """How many values a YAML document may expand to, aliases included."""
 
-_BaseLoader: type[Any] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-_BOOL = re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$")
-_NULL = re.compile(r"^(?:~|null|Null|NULL|)$")
-_INT = re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$")
-_FLOAT = re.compile(
-    r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
-    r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
-)
-_CORE_RESOLVERS: tuple[tuple[str, re.Pattern[str], str], ...] = (
-    ("tag:yaml.org,2002:bool", _BOOL, "tTfF"),
-    ("tag:yaml.org,2002:null", _NULL, "~nN"),
-    ("tag:yaml.org,2002:int", _INT, "-+0123456789"),
-    ("tag:yaml.org,2002:float", _FLOAT, "-+0123456789."),
-)
-
-
-class _Refused:
-    """Stands in for a value the model cannot hold until its path is known."""
-
-    def __init__(self, what: str) -> None:
-        self.what = what
-
-
-class _Loader(_BaseLoader):  # type: ignore[misc]
-    """The safe loader with YAML 1.2 core resolution and model-only constructors."""
-
-
-_Loader.yaml_implicit_resolvers = {}
-for _tag, _pattern, _first in _CORE_RESOLVERS:
-    _Loader.add_implicit_resolver(_tag, _pattern, list(_first))
-# An empty plain scalar is null in the core schema; resolvers are keyed by first char.
-_Loader.add_implicit_resolver("tag:yaml.org,2002:null", _NULL, [""])
-
-
-def _construct_int(loader: Any, node: yaml.ScalarNode) -> int:
-    text = str(loader.construct_scalar(node)).replace("_", "")
-    sign = -1 if text.startswith("-") else 1
-    digits = text.lstrip("+-")
-    if digits.startswith("0o"):
-        return sign * int(digits[2:], 8)
-    if digits.startswith("0x"):
-        return sign * int(digits[2:], 16)
-    if digits.startswith("0b"):
-        return sign * int(digits[2:], 2)
-    return sign * int(digits, 10)
-
-
-def _construct_as_text(loader: Any, node: yaml.ScalarNode) -> str:
-    return str(loader.construct_scalar(node))
-
-
-def _construct_refused(what: str) -> Any:
-    def construct(_loader: Any, _node: yaml.Node) -> _Refused:
-        return _Refused(what)
-
-    return construct
-
-
-_Loader.add_constructor("tag:yaml.org,2002:int", _construct_int)
-_Loader.add_constructor("tag:yaml.org,2002:timestamp", _construct_as_text)
-_Loader.add_constructor("tag:yaml.org,2002:binary", _construct_refused("binary data (!!binary)"))
-_Loader.add_constructor("tag:yaml.org,2002:set", _construct_refused("a set (!!set)"))
-_Loader.add_constructor("tag:yaml.org,2002:omap", _construct_refused("an ordered map (!!omap)"))
-_Loader.add_constructor("tag:yaml.org,2002:pairs", _construct_refused("a pair list (!!pairs)"))
-
-
-class _Dumper(yaml.SafeDumper):
-    """The safe dumper, quoting strings that a 1.1 or a 1.2 reader would retype."""
-
-
-for _tag, _pattern, _first in _CORE_RESOLVERS:
-    _Dumper.add_implicit_resolver(_tag, _pattern, list(_first))
-
-# PyYAML writes these raw in plain and single-quoted scalars, where a reader takes them
-# as line breaks or a byte-order mark; its double-quoted style escapes them.
-_BREAKS_IN_QUOTES = frozenset("\x85\u2028\u2029\ufeff")
-
-
-def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
-    style = '"' if _BREAKS_IN_QUOTES.intersection(value) else None
-    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
-
-
-_Dumper.add_representer(str, _represent_str)
-
-
-class _Copier:
-    """Rebuilds the loaded tree so no two paths share a container, within a budget."""
-
-    def __init__(self, origin: Origin) -> None:
-        self.origin = origin
-        self.count = 0
-        self.ancestors: set[int] = set()
-
-    def refuse(self, path: str, reason: str) -> ParseError:
-        where = f"`{shown(path)}`" if path else "the top level"
-        return ParseError(f"YAML document refused: {where} {reason}", path=path, origin=self.origin)
-
-    def copy(self, value: Any, path: str) -> Value:
-        self.count += 1
-        if self.count > MAX_VALUES:
-            raise self.refuse(
-                path,
-                f"is past the limit of {MAX_VALUES} values with aliases expanded; "
-                "use fewer aliases",
-            )
-        if isinstance(value, _Refused):
-            raise self.refuse(path, f"is {value.what}, which a document cannot hold; use a string")
-        if isinstance(value, dict | list):
-            if id(value) in self.ancestors:
-                raise self.refuse(path, "refers to itself through an alias; remove the cycle")
-            self.ancestors.add(id(value))
-            try:
-                if isinstance(value, list):
-                    return [self.copy(item, f"{path}[{i}]") for i, item in enumerate(value)]
-                table: Document = {}
-                for key, item in value.items():
-                    if not isinstance(key, str):
-                        raise self.refuse(
-                            path,
-                            f"has a key that is not a string ({type(key).__name__}); quote the key",
-                        )
-                    table[key] = self.copy(item, child(path, key))
-                return table
-            finally:
-                self.ancestors.discard(id(value))
-        if value is None or isinstance(value, bool | int | float | str):
-            return value
-        raise self.refuse(
-            path, f"is a {type(value).__name__}, which a document cannot hold; use a string"
-        )
-
-
-def _too_deep(origin: Origin) -> ParseError:
-    return ParseError("YAML parse error: the document nests too deeply; flatten it", origin=origin)
-
-
-def _yaml_reason(exc: yaml.MarkedYAMLError) -> str:
-    parts = [exc.problem or ""]
-    if exc.context and not exc.context.startswith("while"):
-        parts.insert(0, exc.context)
-    return safe_reason(", ".join(part for part in parts if part))
-
 
 def parse(text: str, origin: Origin) -> Document:
     """Read one YAML document whose top level is a mapping (or empty)."""
-    if is_blank(text):
-        return {}
-    try:
-        raw = yaml.load(text, Loader=_Loader)  # noqa: S506 - _Loader is a SafeLoader
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise ParseError(f"YAML parse error{where}: {_yaml_reason(exc)}", origin=origin) from None
-    except yaml.YAMLError as exc:
-        raise ParseError(f"YAML parse error: {safe_reason(str(exc))}", origin=origin) from None
-    except RecursionError:
-        raise _too_deep(origin) from None
-    if not isinstance(raw, dict):
-        return require_table(raw, "YAML", origin)
-    try:
-        document: Document = _Copier(origin).copy(raw, "")
-    except RecursionError:
-        raise _too_deep(origin) from None
-    return document
+    # PyYAML is loaded by the first YAML read or write, not by format registration
+    from dynconf.formats._yaml_impl import parse as parse_yaml
+
+    return parse_yaml(text, origin)
 
 
 def dump(document: Document) -> str:
     """Block-style YAML in document order, UTF-8 kept, trailing newline."""
-    refuse_foreign(document, "YAML")
-    if not document:
-        return "{}\n"
-    return yaml.dump(
-        document,
-        Dumper=_Dumper,
-        sort_keys=False,
-        allow_unicode=True,
-        default_flow_style=False,
-    )
+    from dynconf.formats._yaml_impl import dump as dump_yaml
+
+    return dump_yaml(document)
 
 
 YAML = FormatType(name="yaml", extensions=("yaml", "yml"), parse=parse, dump=dump)

@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import ssl
+import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -87,6 +88,39 @@ class EventWriter:
         self.directory = Path(env.get(SERVICEACCOUNT_DIR_ENV) or SERVICEACCOUNT_DIR)
         self.host = env.get("KUBERNETES_SERVICE_HOST") or "kubernetes.default.svc"
         self.port = int(env.get("KUBERNETES_SERVICE_PORT") or 443)
+        self._in_flight: set[threading.Thread] = set()
+        self._lock = threading.Lock()
+
+    def send(self, reason: str, message: str) -> None:
+        """Write one Event on a thread of its own: a render never waits on the API server."""
+        thread = threading.Thread(
+            target=self._send, args=(reason, message), name="dynconf-agent-event", daemon=True
+        )
+        with self._lock:
+            self._in_flight.add(thread)
+        thread.start()
+
+    def _send(self, reason: str, message: str) -> None:
+        try:
+            self.write(reason, message)
+        finally:
+            with self._lock:
+                self._in_flight.discard(threading.current_thread())
+
+    def wait_sent(self, timeout: float = EVENT_DEADLINE) -> bool:
+        """Wait, at most ``timeout`` seconds in all, for Events still being written.
+
+        A fatal exit calls this: the Event that says why (``DocumentAbsent`` under
+        ``--on-delete fail``) is the one an operator most needs in ``kubectl describe pod``,
+        and the process would otherwise end before its thread sent it. True when none is left.
+        """
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            pending = list(self._in_flight)
+        for thread in pending:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        with self._lock:
+            return not self._in_flight
 
     def namespace(self) -> str:
         return (self.directory / "namespace").read_text(encoding="utf-8").strip()

@@ -3,7 +3,10 @@
 First fetch before any watch, then four tasks share one :class:`~.metrics.AgentState`:
 
 * the **watch** runs the store's own ``changes`` into a latest-wins slot and reopens it after
-  a backoff when it ends or fails (``watch_connected``, ``watch_reconnects_total``);
+  a backoff when it ends or fails (``watch_connected``, ``watch_reconnects_total``); a watch
+  primes on its first observation and delivers nothing for it, so each time one opens the
+  store is read once more — before it opens for a push store (a resync follows anyway), after
+  its first observation for a poll store — and a change made in between is not lost;
 * the **resync** re-reads a push store every ``--watch`` seconds, one read at a time, because
   a stream's failure mode is silence; until the first successful read it also retries a store
   that was down at start, on a pace of its own;
@@ -39,6 +42,7 @@ from dynconf_k8s.agent.events import EventWriter
 from dynconf_k8s.agent.flags import AgentSettings
 from dynconf_k8s.agent.metrics import AgentMetrics
 from dynconf_k8s.agent.notify import send_notification
+from dynconf_k8s.agent.tracing import Tracing
 from dynconf_k8s.agent.trust import CONFIRM_DELAY, fingerprint
 from dynconf_k8s.agent.watching import Delivery, Slot, StoreDriver
 
@@ -57,6 +61,12 @@ class _Rebuild(Exception):
     """Trust material moved: leave the task group, rebuild the client, re-enter."""
 
 
+def _same_answer(left: Fetched | Absent, right: Fetched | Absent) -> bool:
+    if isinstance(left, Absent) or isinstance(right, Absent):
+        return isinstance(left, Absent) and isinstance(right, Absent)
+    return left.text == right.text and left.format == right.format
+
+
 def _reason(error: BaseException) -> str:
     return str(error) if isinstance(error, DynconfError) else type(error).__name__
 
@@ -71,8 +81,10 @@ class WatchLoop:
         build_driver: BuildDriver,
         *,
         events: EventWriter | None = None,
+        tracing: Tracing | None = None,
     ) -> None:
         self.settings = settings
+        self.tracing = tracing or Tracing()
         self.metrics = metrics
         self.state = metrics.state
         self.build_driver = build_driver
@@ -85,12 +97,18 @@ class WatchLoop:
         self.on_disk: dict[Path, bytes] = {}
         """What this agent last wrote to each output (the drift check's reference)."""
         self.held: Prepared | None = None
+        self.last_answer: Fetched | Absent | None = None
+        """The store's answer the consumer last acted on (a poll watch's catch-up compares)."""
         self.fresh_reads = 0
         self.watching = False
         self.watch_healthy = False
         self.resync_busy = False
         self.trust = fingerprint(settings.trust_files) if settings.trust_files else ""
         self.tg: TaskGroup | None = None
+        self.observed: anyio.Event | None = None
+        """Set by the source's first ``on_watching`` after a watch opens (its first poll)."""
+        self.loop_thread: int | None = None
+        self.token: anyio.lowlevel.EventLoopToken | None = None
         self.lease_base = (0, 0)
         """Lease counts of clients replaced by a rebuild, so the series never go back."""
         self.state.connected = self._connected
@@ -114,20 +132,42 @@ class WatchLoop:
         def watching() -> None:
             self.watch_healthy = True
             self.state.read_succeeded()
+            self._signal_observed()
 
         self.driver.set_hooks(failed, watching)
 
+    def _signal_observed(self) -> None:
+        """Set :attr:`observed` from whichever thread the source reports on."""
+        event = self.observed
+        if event is None or event.is_set():
+            return
+        if threading.get_ident() == self.loop_thread:
+            event.set()
+            return
+        if self.token is None:
+            return
+        try:
+            anyio.from_thread.run_sync(event.set, token=self.token)
+        except RuntimeError:
+            return  # the loop is gone (shutdown): nobody waits any more
+
     # ------------------------------------------------------------------ start
+    async def fetch(self, kind: str) -> Fetched | Absent:
+        """One read of the store (the ``fetch`` span), whatever asked for it."""
+        with self.tracing.span("fetch", store=self.driver.describe(), kind=kind):
+            return await self.driver.fetch()
+
     async def first_fetch(self) -> bool:
         """Step 1: fetch and publish, or apply the startup policy. True when rendered."""
         try:
-            answer = await self.driver.fetch()
+            answer = await self.fetch("first")
         except Exception as error:
             return await self._first_failed(_reason(error))
         self.state.read_succeeded()
         self.fresh_reads += 1
         if isinstance(answer, Absent):
             self._mark_absent()
+            self.last_answer = answer
             return await self._first_failed("the document is not in the store")
         try:
             await self._render(Delivery(answer, "first", time.monotonic()), first=True)
@@ -163,6 +203,8 @@ class WatchLoop:
     # ------------------------------------------------------------------ run
     async def run(self) -> None:
         """Watch until cancelled (SIGTERM) or a fatal error; rebuild in place on rotation."""
+        self.loop_thread = threading.get_ident()
+        self.token = anyio.lowlevel.current_token()
         while True:
             rebuild = False
             try:
@@ -193,7 +235,7 @@ class WatchLoop:
         self.state.bump("tls_reloads_total")
         log.info("client_rebuilt", extra={"store": self.driver.describe()})
         try:
-            answer = await self.driver.fetch()
+            answer = await self.fetch("rebuild")
         except Exception as error:
             log.warning("fetch_failed", extra={"reason": _reason(error)})
             return
@@ -203,21 +245,20 @@ class WatchLoop:
     # ------------------------------------------------------------------ watch
     async def _watch_forever(self) -> None:
         pace = Pace(self.interval, ceiling=min(300.0, max(30.0, self.interval * 4)))
+        push = self.driver.capability is WatchCapability.PUSH
         opened = 0
         while True:
             self.watching = True
             self.watch_healthy = True
-            if opened and not self.settings.dynamic:
+            if opened and push and not self.settings.dynamic:
                 # changes that landed while the watch was down: a reopened watch primes
                 # silently, so read once and hand the answer over
                 await self._read_into_slot("reopen")
             opened += 1
             started = time.monotonic()
-            try:
-                await self.driver.watch(self.interval, self._deliver)
-                reason = "the watch ended"
-            except Exception as error:
-                reason = _reason(error)
+            reason = await self._watch_once(catch_up=not push and not self.settings.dynamic)
+            if reason is None:
+                continue  # re-primed on purpose (see _watch_once): not a failure
             self.watching = False
             self.state.bump("watch_reconnects_total")
             if time.monotonic() - started > 4 * self.interval:
@@ -229,6 +270,58 @@ class WatchLoop:
             )
             await anyio.sleep(wait)
 
+    async def _watch_once(self, *, catch_up: bool) -> str | None:
+        """Run the store's watch until it ends: why it ended, or None to re-prime it now.
+
+        A poll watch primes on its first observation and delivers nothing for it, so with
+        ``catch_up`` (a poll store, which no resync re-reads) the store is read once more
+        after that observation: a change made between the last read and the observation
+        would otherwise never be delivered. When that read finds such a change, the watch's
+        marker may hold something this agent never rendered (a document deleted and written
+        back between two polls), so the watch is reopened to prime on what was just read,
+        and caught up again, until a read agrees with what was rendered before it.
+        """
+        observed = anyio.Event()
+        self.observed = observed
+        realign: list[bool] = []
+        async with anyio.create_task_group() as tg:
+            if catch_up:
+
+                async def catch_up_then_maybe_realign() -> None:
+                    if await self._catch_up(observed):
+                        realign.append(True)
+                        tg.cancel_scope.cancel()
+
+                tg.start_soon(catch_up_then_maybe_realign)
+            try:
+                await self.driver.watch(self.interval, self._deliver)
+                reason: str | None = "the watch ended"
+            except Exception as error:
+                reason = _reason(error)
+            tg.cancel_scope.cancel()
+        return None if realign else reason
+
+    async def _catch_up(self, observed: anyio.Event) -> bool:
+        """Read after the watch's first observation; True when the read found a change."""
+        if self.driver.reports_watching:
+            await observed.wait()
+        else:
+            # a source that does not report its polls has surely made its first one by now
+            await anyio.sleep(self.interval)
+        before = self.last_answer
+        try:
+            answer = await self.fetch("catch_up")
+        except Exception as error:
+            log.warning("fetch_failed", extra={"kind": "reopen", "reason": _reason(error)})
+            return False
+        self.state.read_succeeded()
+        self.fresh_reads += 1
+        if before is not None and _same_answer(answer, before):
+            return False
+        self.last_answer = answer  # what the next catch-up compares with, even if not yet taken
+        self.slot.put(Delivery(answer, "reopen", time.monotonic()))
+        return before is not None
+
     def _deliver(self, delivery: Delivery) -> None:
         self.state.bump("deliveries_total")
         self.state.read_succeeded()
@@ -237,7 +330,7 @@ class WatchLoop:
 
     async def _read_into_slot(self, kind: str) -> bool:
         try:
-            answer = await self.driver.fetch()
+            answer = await self.fetch(kind)
         except Exception as error:
             self.state.bump("render_failures_total")
             log.warning("fetch_failed", extra={"kind": kind, "reason": _reason(error)})
@@ -293,14 +386,21 @@ class WatchLoop:
 
     async def _render(self, delivery: Delivery, *, first: bool = False) -> None:
         answer = delivery.answer
+        self.last_answer = answer
         if isinstance(answer, Absent):
             await self._absent()
             return
         started = delivery.at
         origin = Origin.remote(self.driver.describe())
-        prepared = await anyio.to_thread.run_sync(
-            lambda: prepare(answer, self.settings.request, origin=origin)
-        )
+        with self.tracing.span(
+            "render",
+            store=self.driver.describe(),
+            kind=delivery.kind,
+            outputs=len(self.settings.request.outputs),
+        ):
+            prepared = await anyio.to_thread.run_sync(
+                lambda: prepare(answer, self.settings.request, origin=origin)
+            )
         self._present()
         self._note_lease(answer)
         if prepared.unchanged_from(self.last_prepared):
@@ -332,9 +432,15 @@ class WatchLoop:
             if notify is not None and not repair and self.tg is not None:
                 anyio.from_thread.run_sync(self.tg.start_soon, self._notify, token=token)
 
-        result = await anyio.to_thread.run_sync(
-            lambda: publish(prepared, self.settings.request, after_files=after_files)
-        )
+        with self.tracing.span(
+            "publish",
+            fingerprint=prepared.fingerprint,
+            revision=prepared.revision,
+            repair=repair,
+        ):
+            result = await anyio.to_thread.run_sync(
+                lambda: publish(prepared, self.settings.request, after_files=after_files)
+            )
         if not repair:
             log.info(
                 "rendered",
@@ -407,11 +513,13 @@ class WatchLoop:
             await anyio.sleep(self.interval)
             if (
                 self.driver.capability is not WatchCapability.PUSH
+                and not self.driver.reports_watching
                 and self.watch_healthy
                 and self.watching
                 and self.fresh_reads
             ):
-                # a poll store reports failures, not quiet successes: no failure is a read
+                # a poll store that reports failures but not its quiet successes: no failure
+                # is a read (one that reports each poll keeps staleness exact on its own)
                 self.state.read_succeeded()
             await self._check_drift()
             await self._check_trust()
@@ -500,12 +608,5 @@ class WatchLoop:
         return getattr(schedule, "lease", None)
 
     def _event(self, reason: str, message: str) -> None:
-        if self.events is None:
-            return
-        # off the loop: a render never waits on the API server
-        threading.Thread(
-            target=self.events.write,
-            args=(reason, message),
-            name="dynconf-agent-event",
-            daemon=True,
-        ).start()
+        if self.events is not None:
+            self.events.send(reason, message)

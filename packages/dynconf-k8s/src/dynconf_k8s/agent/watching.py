@@ -74,6 +74,8 @@ class StoreDriver:
         self.source = source
         self.is_async = is_async_source(source)
         self.capability: WatchCapability = source.capability
+        self.reports_watching = hasattr(source, "on_watching")
+        """The source says when its watch is up or a poll succeeded (``on_watching``)."""
 
     def describe(self) -> str:
         return self.source.describe()
