@@ -150,12 +150,6 @@ def test_the_lock_pins_the_tenth_store_and_check_loads_it(install: Install) -> N
     assert "http" in checked
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="dynconf_k8s.agent.flags.parse_args refuses any --source outside the contract's "
-    "nine before the plugin lock is consulted; the agent owners are asked to accept a source "
-    "the loaded lock carries (main.store_type already refuses the rest by name)",
-)
 def test_the_locked_agent_renders_from_the_tenth_store(
     install: Install, server: tuple[str, Served], tmp_path: Path
 ) -> None:

@@ -16,6 +16,7 @@ sentences.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,7 +49,11 @@ AGENT_SOURCES: Final = (
     "nats",
     "s3",
 )
-"""The nine stores of the contract, in its order; ``file`` (embedded) is accepted besides."""
+"""The nine stores of the contract, in its order; ``file`` (embedded) is accepted besides, and
+so is any third-party store the loaded plugin lock carries (the lock is the allowlist: the
+agent refuses a name it does not carry, listing what it does)."""
+
+_STORE_NAME: Final = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
 
 OUTPUT_EXTENSIONS: Final = (".json", ".toml", ".yaml", ".yml", ".ini", ".properties")
 
@@ -299,8 +304,10 @@ def parse_args(argv: Sequence[str], environ: Mapping[str, str] | None = None) ->
     source = values.get("--source")
     if not source:
         raise UsageError(f"--source is required; one of: {', '.join(AGENT_SOURCES)}")
-    if source not in AGENT_SOURCES and source != "file":
-        raise UsageError(f"--source {source} is not one of: {', '.join(AGENT_SOURCES)}")
+    if not _STORE_NAME.fullmatch(source):
+        raise UsageError(
+            f"--source {source!r} is not a store name; use one of: {', '.join(AGENT_SOURCES)}"
+        )
     endpoint = values.get("--endpoint") or env.get("DYNAMIC_CONFIG_AGENT_ENDPOINT", "")
     if not endpoint and source != "file":
         raise UsageError("--endpoint is required (or DYNAMIC_CONFIG_AGENT_ENDPOINT)")
