@@ -1,1 +1,1 @@
-pytest_plugins = ["tests.fixtures.servers", "tests.fixtures.kube"]
+pytest_plugins = ["tests.fixtures.servers", "tests.fixtures.kube", "tests.fixtures.otlp"]

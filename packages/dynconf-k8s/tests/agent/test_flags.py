@@ -57,24 +57,6 @@ def test_source_must_be_a_store_name() -> None:
     assert "consul, vault, config-server, firestore, git, redis, etcd, nats, s3" in message
 
 
-def test_a_store_the_installation_does_not_carry_is_refused_listing_the_nine(
-    tmp_path: Path,
-) -> None:
-    from dynconf_k8s.agent.main import run
-
-    argv = ["--source", "zookeeper", "--endpoint", "x", "--key", "k.json", "--out", str(tmp_path / "o.json")]
-    import contextlib
-    import io
-
-    err = io.StringIO()
-    with contextlib.redirect_stderr(err):
-        assert run(argv, {}) == 1
-    first = err.getvalue().splitlines()[0]
-    assert "zookeeper" in first
-    for name in ("consul", "vault", "config-server", "firestore", "git", "redis", "etcd", "nats", "s3"):
-        assert name in first
-
-
 def test_out_extension_must_name_a_format_unless_templated() -> None:
     argv = [*BASE[:-1], "/tmp/x/app.conf"]
     assert "--out /tmp/x/app.conf has no extension a format writes" in refused(argv)

@@ -1,86 +1,28 @@
 """OTLP traces: sent over OTLP/HTTP only when ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set.
 
-A loopback receiver (a tiny HTTP server in the test) stands in for the collector and decodes
-what arrives with the OTLP protobuf messages.
+A loopback receiver (:mod:`tests.fixtures.otlp`, shared by every process's tracing test) stands
+in for the collector and decodes what arrives with the OTLP protobuf messages.
 """
 
 from __future__ import annotations
 
 import subprocess
 import sys
-import threading
 import uuid
-from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable
 from pathlib import Path
 
-import pytest
+from tests.fixtures.otlp import Receiver
 
 from .conftest import AgentProcess
 
 Start = Callable[..., AgentProcess]
 
 
-class Receiver:
-    """Collects the bodies POSTed to ``/v1/traces`` and answers 200, as a collector does."""
-
-    def __init__(self) -> None:
-        self.bodies: list[bytes] = []
-        self.arrived = threading.Event()
-        received = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                if self.path == "/v1/traces":
-                    received.bodies.append(body)
-                    received.arrived.set()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/x-protobuf")
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, format: str, *args: object) -> None:
-                return
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def spans(self) -> list[tuple[str, dict[str, object]]]:
-        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-            ExportTraceServiceRequest,
-        )
-
-        found = []
-        for body in self.bodies:
-            request = ExportTraceServiceRequest()
-            request.ParseFromString(body)
-            for resource in request.resource_spans:
-                for scope in resource.scope_spans:
-                    for span in scope.spans:
-                        attributes = {a.key: str(a.value).strip() for a in span.attributes}
-                        found.append((span.name, attributes))
-        return found
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(timeout=5)
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    pytest.importorskip("opentelemetry.sdk", reason="the otel extra of dynconf-k8s")
-    server = Receiver()
-    yield server
-    server.close()
-
-
 def test_spans_for_fetch_render_and_publish_arrive_without_values(
-    agent: Start, receiver: Receiver, tmp_path: Path
+    agent: Start, otlp_receiver: Receiver, tmp_path: Path
 ) -> None:
+    receiver = otlp_receiver
     secret = f"s3cr3t-{uuid.uuid4().hex}"
     doc = tmp_path / "doc.json"
     doc.write_text(f'{{"db": {{"password": "{secret}"}}}}')

@@ -277,7 +277,7 @@ def test_a_missing_required_attribute_is_named(node: Node, missing: str) -> None
         ({"ref": "main"}, "--ref is git's; remove it for a redis source"),
         ({"file-mode": "1777"}, 'the volume attribute "file-mode": 1777 is past 0777'),
         ({"watch-seconds": "soon"}, 'the volume attribute "watch-seconds" is "soon"'),
-        ({"source": "nosuch"}, 'the volume attribute "source": nosuch is not one of'),
+        ({"source": "nosuch"}, "the nosuch store is not in this installation; it carries: config-server, consul"),
     ],
 )
 def test_attributes_the_agent_refuses_are_refused(

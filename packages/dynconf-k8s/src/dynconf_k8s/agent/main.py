@@ -103,8 +103,6 @@ def run(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = N
     try:
         registry, lock_path = load_registry(env)
         store = store_type(registry, settings.source, lock_path)
-    except MissingError as error:
-        return _usage_failure(str(error))
     except DynconfError as error:
         return _fatal(str(error))
     refusals = store.validate(settings.spec)

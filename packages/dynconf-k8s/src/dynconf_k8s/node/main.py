@@ -6,6 +6,8 @@ from the state directory, then the stale socket is removed and the Identity and 
 serve on it. ``DYNAMIC_CONFIG_METRICS_ADDR`` (``host:port``) adds the metrics port. SIGTERM
 stops serving, stops every watch and exits 0; the published files stay, because the kubelet
 still owns the volumes and the next start resumes watching them.
+``OTEL_EXPORTER_OTLP_ENDPOINT`` turns on OTLP traces (:mod:`dynconf.tracing`: publish,
+unpublish and each shared fetch), flushed within a bounded wait before the process exits.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import grpc
 
 from dynconf.errors import DynconfError
 from dynconf.logs import configure_logging
+from dynconf.tracing import Tracing, tracing_from_env
 from dynconf_k8s.agent.main import load_registry
 from dynconf_k8s.node.metrics import NodeMetrics, serve_metrics
 from dynconf_k8s.node.service import NodeAgent, NodeSettings, generic_handlers
@@ -33,6 +36,7 @@ __all__ = ["DEFAULT_SOCKET", "USAGE", "main", "parse_settings", "run"]
 
 DEFAULT_SOCKET: Final = Path("/csi/csi.sock")
 STOP_GRACE: Final = 5.0
+SERVICE_NAME: Final = "dynamic-config-node-agent"
 USAGE: Final = """\
 usage: dynamic-config-node-agent [--endpoint unix:///csi/csi.sock] [--state-dir DIR]
                                  [--allow-file-source]
@@ -112,15 +116,18 @@ def _log_level(environ: Mapping[str, str]) -> int:
     }.get(word, logging.INFO)
 
 
-async def serve(settings: NodeSettings, environ: Mapping[str, str]) -> None:
+async def serve(
+    settings: NodeSettings, environ: Mapping[str, str], tracing: Tracing | None = None
+) -> None:
     """Restore, serve the CSI socket (and the metrics port) until SIGTERM or SIGINT."""
     registry, lock_path = load_registry(environ)
     async with anyio.create_task_group() as tg:
         agent = NodeAgent(
             settings,
             registry,
-            lambda build: Documents(build, tg),
+            lambda build: Documents(build, tg, tracing=tracing),
             lock_path=lock_path,
+            tracing=tracing,
         )
         metrics = NodeMetrics(
             lambda: agent.documents.documents,
@@ -171,11 +178,14 @@ def run(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = N
     except UsageError as error:
         sys.stderr.write(f"dynamic-config-node-agent: {error}\n\n{USAGE}")
         return 1
+    tracing = tracing_from_env(env, SERVICE_NAME, extra="dynconf-k8s[otel]")
     try:
-        anyio.run(serve, settings, env, backend="asyncio")
+        anyio.run(serve, settings, env, tracing, backend="asyncio")
     except DynconfError as error:
         log.error("node_agent_failed", extra={"reason": str(error)})
         return 1
+    finally:
+        tracing.shutdown()  # main() then exits with os._exit: no atexit flush would run
     return 0
 
 

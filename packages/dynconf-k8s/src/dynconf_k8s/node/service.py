@@ -29,6 +29,7 @@ from google.protobuf.message import Message
 from dynconf.errors import DynconfError
 from dynconf.plugins import Registry
 from dynconf.stores import StoreType
+from dynconf.tracing import Span, Tracing
 from dynconf_k8s.agent.main import store_type
 from dynconf_k8s.agent.watching import StoreDriver
 from dynconf_k8s.node._generated import csi_pb2 as csi
@@ -72,10 +73,12 @@ class NodeAgent:
         documents_factory: Callable[[Callable[[VolumeSpec], StoreDriver]], Documents],
         *,
         lock_path: str | None = None,
+        tracing: Tracing | None = None,
     ) -> None:
         self.settings = settings
         self.registry = registry
         self.lock_path = lock_path
+        self.tracing = tracing or Tracing()
         self.records = RecordStore(settings.state_dir)
         self.documents = documents_factory(self._build)
         self.ready = False
@@ -113,11 +116,32 @@ class NodeAgent:
         attributes: Mapping[str, str],
         secrets: Mapping[str, str],
     ) -> None:
-        """Render the volume's file into ``target`` and watch its document; idempotent."""
+        """Render the volume's file into ``target`` and watch its document; idempotent.
+
+        One ``publish`` span: the pod, the document's label and the file — never an
+        attribute's value beyond those names, never a secret.
+        """
+        with self.tracing.span("publish") as span:
+            try:
+                await self._publish(volume_id, target, attributes, secrets, span)
+            except PublishFailed as error:
+                span.set(outcome=error.code)
+                raise
+            span.set(outcome="published")
+
+    async def _publish(
+        self,
+        volume_id: str,
+        target: str,
+        attributes: Mapping[str, str],
+        secrets: Mapping[str, str],
+        span: Span,
+    ) -> None:
         try:
             volume = self.check(target, attributes, secrets)
         except VolumeRefused as error:
             raise PublishFailed("INVALID_ARGUMENT", str(error)) from None
+        span.set(pod=volume.pod, document=volume.document.label(), file=volume.path)
         existing = self.documents.reader_of(volume.target)
         if existing is not None and existing.volume == volume:
             return
@@ -154,8 +178,15 @@ class NodeAgent:
 
     async def unpublish(self, target: str) -> None:
         """Drop the reader, stop the watch with the last one, delete what was written."""
+        with self.tracing.span("unpublish") as span:
+            await self._unpublish(target, span)
+
+    async def _unpublish(self, target: str, span: Span) -> None:
         path = Path(target)
         reader = self.documents.reader_of(path)
+        if reader is not None:
+            span.set(pod=reader.volume.pod, document=reader.volume.document.label())
+        span.set(known=reader is not None)
         await self.documents.release(path)
         volume = reader.volume if reader is not None else None
         await anyio.to_thread.run_sync(remove_published, volume, path)

@@ -38,6 +38,7 @@ from anyio.abc import TaskGroup
 from dynconf.errors import DynconfError, IoError, Origin
 from dynconf.pipeline import Prepared, prepare, publish
 from dynconf.stores import Absent, Fetched, Pace, WatchCapability
+from dynconf.tracing import Tracing
 from dynconf_k8s.agent.watching import Delivery, Slot, StoreDriver
 from dynconf_k8s.node.attributes import DocumentKey, VolumeSpec
 
@@ -110,9 +111,12 @@ def _write(reader: Reader, answer: Fetched, origin: Origin) -> bool:
 class Documents:
     """Every document the node agent watches, keyed by what makes a read the same read."""
 
-    def __init__(self, build: BuildDriver, task_group: TaskGroup) -> None:
+    def __init__(
+        self, build: BuildDriver, task_group: TaskGroup, *, tracing: Tracing | None = None
+    ) -> None:
         self._build = build
         self._tg = task_group
+        self._tracing = tracing or Tracing()
         self._documents: dict[DocumentKey, SharedDocument] = {}
         self._targets: dict[Path, DocumentKey] = {}
         self._claiming: dict[DocumentKey, anyio.Lock] = {}
@@ -173,7 +177,7 @@ class Documents:
         reader = Reader(volume)
         if not resume:
             try:
-                answer = await driver.fetch()
+                answer = await self._fetch(driver, volume.document, "first")
                 if isinstance(answer, Absent):
                     raise PublishFailed(
                         "UNAVAILABLE",
@@ -227,7 +231,7 @@ class Documents:
             # the document's store has not answered since a restart: this reader needs a file
             # before its pod starts, so it reads once itself
             try:
-                answer = await doc.driver.fetch()
+                answer = await self._fetch(doc.driver, doc.key, "join")
             except Exception as error:
                 raise PublishFailed("UNAVAILABLE", f"the first fetch: {_reason(error)}") from None
             if isinstance(answer, Absent):
@@ -288,9 +292,18 @@ class Documents:
                 with anyio.CancelScope(shield=True):
                     await doc.driver.close()
 
+    async def _fetch(self, driver: StoreDriver, key: DocumentKey, kind: str) -> Fetched | Absent:
+        """One read of a shared document, as a ``fetch`` span (its label and store, no value)."""
+        with self._tracing.span(
+            "fetch", document=key.label(), store=driver.describe(), kind=kind
+        ) as span:
+            answer = await driver.fetch()
+            span.set(found=not isinstance(answer, Absent))
+            return answer
+
     async def _read(self, doc: SharedDocument, kind: str) -> bool:
         try:
-            answer = await doc.driver.fetch()
+            answer = await self._fetch(doc.driver, doc.key, kind)
         except Exception as error:
             log.warning(
                 "fetch_failed",

@@ -10,6 +10,8 @@ the lease back. A lost lease ends the process with exit code 1.
 The API server is reached in-cluster (the pod's ServiceAccount) when
 ``KUBERNETES_SERVICE_HOST`` is set, else through ``KUBECONFIG`` / ``~/.kube/config``.
 ``DYNAMIC_CONFIG_OPERATOR_WORKERS`` (default 4) sets how many Renders reconcile at once.
+``OTEL_EXPORTER_OTLP_ENDPOINT`` turns on OTLP traces (one span per reconcile, service
+``dynamic-config-operator``), flushed within a bounded wait on the way out.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from types import FrameType
 from typing import Any
 
 from dynconf.logs import configure_logging
+from dynconf.tracing import Tracing, tracing_from_env
 from dynconf_k8s.operator.crds import crds_json, write_crds
 from dynconf_k8s.operator.election import LOST_MESSAGE, LeaderElector
 from dynconf_k8s.operator.manager import Operator
@@ -40,6 +43,7 @@ from dynconf_k8s.operator.metrics import (
 __all__ = ["api_client_from_environment", "main", "run"]
 
 WORKERS_ENV = "DYNAMIC_CONFIG_OPERATOR_WORKERS"
+SERVICE_NAME = "dynamic-config-operator"
 
 log = logging.getLogger("dynconf_k8s.operator")
 
@@ -80,13 +84,14 @@ def run(environ: dict[str, str] | None = None) -> int:
         server = MetricsServer(metrics, *address)
         server.start()
 
+    tracing = tracing_from_env(env, SERVICE_NAME, extra="dynconf-k8s[otel]")
     namespace, pod = env.get("POD_NAMESPACE"), env.get("POD_NAME")
     identity = pod or "dynamic-config-operator"
     elector: LeaderElector | None = None
     if namespace and pod:
         elector = LeaderElector(api_client, namespace, pod)
         if not elector.acquire(stop):
-            _shutdown(server, None, elector)
+            _shutdown(server, None, elector, tracing)
             return 0
     else:
         log.warning(
@@ -94,7 +99,9 @@ def run(environ: dict[str, str] | None = None) -> int:
             extra={"why": "POD_NAMESPACE and POD_NAME are not both set; running unelected"},
         )
 
-    operator = Operator(api_client, identity=identity, workers=workers, metrics=metrics)
+    operator = Operator(
+        api_client, identity=identity, workers=workers, metrics=metrics, tracing=tracing
+    )
     operator.start()
     if elector is not None:
 
@@ -106,7 +113,7 @@ def run(environ: dict[str, str] | None = None) -> int:
             target=elector.hold, args=(stop, on_lost), name="lease", daemon=True
         ).start()
     stop.wait()
-    _shutdown(server, operator, None if lost.is_set() else elector)
+    _shutdown(server, operator, None if lost.is_set() else elector, tracing)
     if lost.is_set():
         log.error("operator_exiting", extra={"why": LOST_MESSAGE})
         return 1
@@ -115,7 +122,10 @@ def run(environ: dict[str, str] | None = None) -> int:
 
 
 def _shutdown(
-    server: MetricsServer | None, operator: Operator | None, elector: LeaderElector | None
+    server: MetricsServer | None,
+    operator: Operator | None,
+    elector: LeaderElector | None,
+    tracing: Tracing | None = None,
 ) -> None:
     if operator is not None:
         operator.stop()
@@ -123,6 +133,8 @@ def _shutdown(
         elector.release()
     if server is not None:
         server.stop()
+    if tracing is not None:
+        tracing.shutdown()  # after the workers: their last reconcile spans leave too
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -18,6 +18,7 @@ from typing import Any
 from kubernetes import client  # type: ignore[import-untyped]
 
 from dynconf.stores import Fetched, StoreSpec
+from dynconf.tracing import Tracing
 from dynconf_k8s.operator.cluster import Cluster
 from dynconf_k8s.operator.controller import Controller, Informer, object_key
 from dynconf_k8s.operator.metrics import OperatorMetrics
@@ -57,6 +58,7 @@ class Operator:
         workers: int = 4,
         metrics: OperatorMetrics | None = None,
         fetch: Callable[[StoreSpec], Fetched] | None = None,
+        tracing: Tracing | None = None,
     ) -> None:
         self.metrics = metrics or OperatorMetrics()
         custom = client.CustomObjectsApi(api_client)
@@ -82,7 +84,7 @@ class Operator:
             plural=PLURALS[CLUSTER_CLASS_KIND],
         )
         self.reconciler = Reconciler(
-            Cluster(api_client, identity=identity), self, self.metrics, fetch=fetch
+            Cluster(api_client, identity=identity), self, self.metrics, fetch=fetch, tracing=tracing
         )
         self.controller = Controller(self._reconcile, workers=workers, reported=(ReconcileFailed,))
         self.renders.add_handler(self._on_render)

@@ -6,6 +6,10 @@ path (:func:`dynconf_k8s.operator.targets.render_data`), and writes only when th
 differs. It returns the base requeue interval; the controller owns spread, backoff and
 retries. A failure is reported (status ``Ready=False`` with its reason, ``lastError``, a
 ``RenderFailed`` Event) and re-raised as :class:`ReconcileFailed` so the controller backs off.
+
+Each call is one ``reconcile`` span (:mod:`dynconf.tracing`, exported only when
+``OTEL_EXPORTER_OTLP_ENDPOINT`` is set) naming the Render's namespace and name and the outcome
+— ``written``, ``unchanged``, ``unreadable`` or the failure's reason — never the document.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from pydantic import ValidationError
 
 from dynconf.errors import DynconfError
 from dynconf.stores import Fetched, StoreSpec
+from dynconf.tracing import Span, Tracing
 from dynconf_k8s.operator.cluster import Cluster, api_failure
 from dynconf_k8s.operator.metrics import OperatorMetrics
 from dynconf_k8s.operator.targets import (
@@ -92,21 +97,27 @@ class Reconciler:
         metrics: OperatorMetrics,
         *,
         fetch: Callable[[StoreSpec], Fetched] | None = None,
+        tracing: Tracing | None = None,
     ) -> None:
         self.cluster = cluster
         self.classes = classes
         self.metrics = metrics
         self.fetch = fetch
+        self.tracing = tracing or Tracing()
 
     def reconcile(self, raw: dict[str, Any]) -> float:
         """Make the Render's target current; the seconds until the next render."""
         started = time.monotonic()
+        meta = raw.get("metadata") or {}
         try:
-            return self._attempt(raw)
+            with self.tracing.span(
+                "reconcile", namespace=meta.get("namespace"), name=meta.get("name")
+            ) as span:
+                return self._attempt(raw, span)
         finally:
             self.metrics.reconcile_duration.observe(time.monotonic() - started)
 
-    def _attempt(self, raw: dict[str, Any]) -> float:
+    def _attempt(self, raw: dict[str, Any], span: Span) -> float:
         try:
             render = DynamicConfigRender.from_api(raw)
         except ValidationError as error:
@@ -117,6 +128,7 @@ class Reconciler:
                 extra={"render": f"{meta.get('namespace')}/{meta.get('name')}", "fields": fields},
             )
             self.metrics.reconcile_failures.inc()
+            span.set(outcome="unreadable")
             raise ReconcileFailed(f"the Render's spec does not parse ({fields})") from None
         try:
             resolved, ref = self._resolve(render)
@@ -124,8 +136,10 @@ class Reconciler:
             changed = self._publish(render, ref, data)
         except (DynconfError, ApiException) as error:
             failure = _failure(error)
+            span.set(outcome=str(failure.reason))
             self._report_failure(render, failure)
             raise ReconcileFailed(failure.message) from None
+        span.set(outcome="written" if changed else "unchanged")
         self._report_success(render, changed)
         return float(max(1, render.spec.interval_seconds))
 

@@ -8,13 +8,18 @@ never the first admission.
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 from collections.abc import Sequence
+from typing import Final
 
 from dynconf.logs import configure_logging
 from dynconf_k8s.contract.installation import InstallationError
 
-__all__ = ["main"]
+__all__ = ["SERVICE_NAME", "main"]
+
+SERVICE_NAME: Final = "dynamic-config-webhook"
+"""The OTLP service name of ``serve`` (traces only when ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set)."""
 
 _USAGE = """usage: dynamic-config-webhook serve
        dynamic-config-webhook validate [--classes <file>]... [--namespace <ns>] <pod.yaml>...
@@ -44,16 +49,20 @@ def main(argv: Sequence[str] | None = None) -> int:
                 namespace=namespace,
             )
         if command == "serve":
+            from dynconf.tracing import tracing_from_env
             from dynconf_k8s.webhook.server import NoTlsMaterial, serve
             from dynconf_k8s.webhook.settings import WebhookSettings
 
             configure_logging()
             settings = WebhookSettings.from_environ()
+            tracing = tracing_from_env(os.environ, SERVICE_NAME, extra="dynconf-k8s[otel]")
             try:
-                asyncio.run(serve(settings))
+                asyncio.run(serve(settings, tracing))
             except NoTlsMaterial as exc:
                 sys.stderr.write(f"dynamic-config-webhook: {exc}\n")
                 return 1
+            finally:
+                tracing.shutdown()
             return 0
     except InstallationError as exc:
         sys.stderr.write(f"dynamic-config-webhook: {exc}\n")

@@ -2,7 +2,10 @@
 
 ``create_app(settings)`` needs no process, so tests drive it in memory; :func:`serve` runs
 it on the admission listener (TLS, reloaded from disk) and, when configured, a plain
-metrics listener. One audit line per non-skipped admission, never an annotation value.
+metrics listener. One audit line per non-skipped admission, never an annotation value; and,
+when ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set, one ``admission`` span per review
+(:mod:`dynconf.tracing`) carrying the decision, the refusal reason, the namespace and the pod's
+name — never an annotation, whose values are the workload's configuration request.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
+from dynconf.tracing import Span, Tracing
 from dynconf_k8s.webhook.admission import decide
 from dynconf_k8s.webhook.classes import ClassMap, ClassPoller
 from dynconf_k8s.webhook.metrics import WebhookMetrics
@@ -71,20 +75,38 @@ def create_app(
     metrics: WebhookMetrics | None = None,
     tls: ServingTls | None = None,
     classes: Callable[[], ClassMap] | None = None,
+    tracing: Tracing | None = None,
 ) -> Starlette:
-    """The admission app: ``POST /mutate`` plus probes and metrics."""
+    """The admission app: ``POST /mutate`` plus probes and metrics.
+
+    ``tracing`` is the process's (one span per admission); the caller owns its shutdown.
+    """
     metrics = metrics or WebhookMetrics()
     installation = settings.installation
+    tracer = tracing or Tracing()
 
     async def mutate(request: Request) -> Response:
-        try:
-            review: Any = json.loads(await request.body())
-            if not isinstance(review, dict):
-                raise TypeError
-        except (ValueError, TypeError):
-            return PlainTextResponse("the body is not an AdmissionReview", status_code=400)
+        with tracer.span("admission") as span:
+            try:
+                review: Any = json.loads(await request.body())
+                if not isinstance(review, dict):
+                    raise TypeError
+            except (ValueError, TypeError):
+                span.set(outcome="bad-request")
+                return PlainTextResponse("the body is not an AdmissionReview", status_code=400)
+            return _admit(review, span)
+
+    def _admit(review: dict[str, Any], span: Span) -> Response:
         started = time.perf_counter()
         decision = decide(review, installation, classes() if classes else None)
+        span.set(
+            outcome=decision.outcome,
+            reason=decision.reason,
+            namespace=decision.namespace or None,
+            pod=decision.pod or None,
+            patch_bytes=decision.patch_bytes,
+            warnings=len(decision.warnings),
+        )
         metrics.observe(
             decision.outcome, decision.reason, time.perf_counter() - started, decision.patch_bytes
         )
@@ -167,11 +189,11 @@ async def _await_pair(tls: ServingTls, every: float, stopping: asyncio.Event) ->
     return True
 
 
-async def serve(settings: WebhookSettings) -> None:
+async def serve(settings: WebhookSettings, tracing: Tracing | None = None) -> None:
     """Serve until SIGTERM/SIGINT, then drain for up to ``settings.drain_seconds``.
 
     With selfRotate the pair may not exist yet (the leader is about to mint it), so serving
-    waits for it instead of refusing to start.
+    waits for it instead of refusing to start. ``tracing`` is the caller's to shut down.
     """
     loop = asyncio.get_running_loop()
     stopping = asyncio.Event()
@@ -202,7 +224,7 @@ async def serve(settings: WebhookSettings) -> None:
             return
         if tls is not None and tls.not_after is not None:
             metrics.expires_at.set(tls.not_after)
-        await _serve_listeners(settings, metrics, tls, poller, servers)
+        await _serve_listeners(settings, metrics, tls, poller, servers, tracing=tracing)
     finally:
         halt.set()
         wake()
@@ -216,8 +238,16 @@ async def _serve_listeners(
     tls: ServingTls | None,
     poller: ClassPoller | None,
     servers: list[_Server],
+    *,
+    tracing: Tracing | None = None,
 ) -> None:
-    app = create_app(settings, metrics=metrics, tls=tls, classes=poller.classes if poller else None)
+    app = create_app(
+        settings,
+        metrics=metrics,
+        tls=tls,
+        classes=poller.classes if poller else None,
+        tracing=tracing,
+    )
     host, port = settings.host_port
     config = uvicorn.Config(
         app,

@@ -12,7 +12,9 @@ A missing or refused credential is 401. Everything else that is not served - a s
 caller may not read, a section that does not exist, a malformed name, an unknown route or
 method - is the same 404, byte for byte, and the grant is checked before the section map is
 consulted, so a caller cannot learn which sections exist. One audit line per request names
-the caller, route and outcome, never a value.
+the caller, route and outcome, never a value; with ``OTEL_EXPORTER_OTLP_ENDPOINT`` set, one
+``request`` span (:mod:`dynconf.tracing`) carries the same fields — never a header, a token or
+the document.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from dynconf.plugins import Registry
+from dynconf.tracing import Span, Tracing
 from dynconf_store_configserver.names import is_name
 from dynconf_store_configserver.server.auth import Authenticator, Principal
 from dynconf_store_configserver.server.sections import Documents, Section
@@ -103,12 +106,15 @@ def _not_found() -> Response:
     return _response(404, NOT_FOUND)
 
 
-def create_app(settings: Settings, *, registry: Registry | None = None) -> Starlette:
+def create_app(settings: Settings, *, registry: Registry | None = None,
+               tracing: Tracing | None = None) -> Starlette:  # fmt: skip
     """The server for ``settings``; its lifespan loads the sections and starts their watches.
 
-    ``registry`` supplies store types and formats (the process registry when None).
+    ``registry`` supplies store types and formats (the process registry when None);
+    ``tracing`` is the process's (no tracing when None), shut down by its owner.
     """
-    documents = Documents(settings, registry)
+    tracer = tracing or Tracing()
+    documents = Documents(settings, registry, tracing=tracer)
     authenticator = Authenticator(settings)
     metrics = _Metrics()
     closing = asyncio.Event()
@@ -120,6 +126,12 @@ def create_app(settings: Settings, *, registry: Registry | None = None) -> Starl
     ) -> None:  # fmt: skip
         metrics.requests.labels(endpoint, outcome).inc()
         metrics.latency.labels(endpoint).observe(time.perf_counter() - started)
+        span: Span | None = getattr(request.state, "span", None)
+        if span is not None:
+            span.set(caller=caller, endpoint=endpoint, outcome=outcome, status=status,
+                     application=names[0] if names else None,
+                     profile=names[1] if names else None,
+                     generation=section.generation if section else None)  # fmt: skip
         audit.info(
             "request",
             extra={"caller": caller, "application": names[0] if names else "-",
@@ -129,6 +141,14 @@ def create_app(settings: Settings, *, registry: Registry | None = None) -> Starl
         )  # fmt: skip
 
     async def handle(request: Request) -> Response:
+        # probes are not traced: a kubelet's every-few-seconds check would drown the requests
+        if request.method == "GET" and request.url.path in ("/healthz", "/readyz"):
+            return await answer(request)
+        with tracer.span("request", method=request.method) as span:
+            request.state.span = span
+            return await answer(request)
+
+    async def answer(request: Request) -> Response:
         started = time.perf_counter()
         path = request.url.path
         method = request.method
@@ -188,6 +208,7 @@ def create_app(settings: Settings, *, registry: Registry | None = None) -> Starl
 
     def _stream(request: Request, principal: Principal, section: Section, started: float,
                 names: tuple[str, str]) -> Response:  # fmt: skip
+        # the span ends when the stream opens (as the latency metric does), not when it closes
         if streams["open"] >= settings.max_stream_connections:
             record(request, principal.name, "stream", "unavailable", 503, started, section, names)
             return _response(503, UNAVAILABLE, {"Retry-After": "5"})

@@ -2,31 +2,40 @@
 
 A file that is refused prints every reason on stderr and exits 2 before anything listens.
 SIGTERM stops accepting, ends open change streams (clients reconnect elsewhere) and drains
-requests for up to 30 s.
+requests for up to 30 s. ``OTEL_EXPORTER_OTLP_ENDPOINT`` turns on OTLP traces (service
+``dynamic-config-server``: one span per request and per document rebuild), flushed within a
+bounded wait after the drain; the SDK is the ``otel`` extra.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import os
 import ssl
 import sys
 from typing import Any, Final
 
 from dynconf_store_configserver.server.settings import Settings, SettingsError, load_settings
 
-__all__ = ["DRAIN_SECONDS", "build_server", "main"]
+__all__ = ["DRAIN_SECONDS", "SERVICE_NAME", "build_server", "main"]
 
 DRAIN_SECONDS: Final = 30
+SERVICE_NAME: Final = "dynamic-config-server"
 
 
 def build_server(settings: Settings, app: Any | None = None, *, port: int | None = None,
-                 drain_seconds: float = DRAIN_SECONDS) -> Any:  # fmt: skip
-    """A ``uvicorn.Server`` for ``settings`` (and the app, built when None); not started."""
+                 drain_seconds: float = DRAIN_SECONDS, tracing: Any = None) -> Any:  # fmt: skip
+    """A ``uvicorn.Server`` for ``settings`` (and the app, built when None); not started.
+
+    ``tracing`` (a :class:`dynconf.tracing.Tracing`) goes to the app built here; the caller
+    shuts it down.
+    """
     import uvicorn
 
     from dynconf_store_configserver.server.app import create_app
 
-    served: Any = app if app is not None else create_app(settings)
+    served: Any = app if app is not None else create_app(settings, tracing=tracing)
     tls: dict[str, Any] = {}
     if settings.tls is not None:
         tls = {"ssl_certfile": str(settings.tls.certificate), "ssl_keyfile": str(settings.tls.key)}
@@ -50,6 +59,10 @@ def build_server(settings: Settings, app: Any | None = None, *, port: int | None
         async def shutdown(self, sockets: Any = None) -> None:
             served.state.closing.set()
             await super().shutdown(sockets)
+            if tracing is not None:
+                # here, not after run(): uvicorn re-raises the SIGTERM it caught once serving
+                # ends, and that ends the process before any code after run() would flush
+                await asyncio.to_thread(tracing.shutdown)
 
     return Server(config)
 
@@ -75,9 +88,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         return 0
     from dynconf.logs import configure_logging
+    from dynconf.tracing import tracing_from_env
 
     configure_logging()
-    build_server(settings).run()
+    tracing = tracing_from_env(
+        os.environ, SERVICE_NAME, extra="dynconf-store-configserver[server,otel]"
+    )
+    try:
+        build_server(settings, tracing=tracing).run()
+    finally:
+        tracing.shutdown()
     return 0
 
 

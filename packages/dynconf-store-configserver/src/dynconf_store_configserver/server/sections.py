@@ -10,6 +10,10 @@ Stores are followed by their own push or conditional watch (``changes``) on a wo
 (async stores on the loop), plus a resync fetch every ``store_interval``. A failing store
 keeps its last good document; the section is then *stale* (still served, reported stale)
 until the store answers again.
+
+Each build is one ``rebuild`` span (:mod:`dynconf.tracing`, exported only when
+``OTEL_EXPORTER_OTLP_ENDPOINT`` is set): the section, whether it was the initial load, the
+outcome (``installed``, ``unchanged``, ``failed``) and the generation — never the document.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from dynconf.errors import DynconfError
 from dynconf.plugins import Registry, default_registry
 from dynconf.resolve import LoadSpec, RemoteDocument, resolve
 from dynconf.stores import Absent, Fetched, Pace, is_async_source
+from dynconf.tracing import Tracing
 from dynconf_store_configserver.server.settings import SectionSettings, Settings, StoreSettings
 
 __all__ = ["PROFILE_VARIABLE", "Documents", "Section", "StoreFeed"]
@@ -87,9 +92,11 @@ class Section:
 class Documents:
     """Every section's document, its stores' watches, and the change signal streams wait on."""
 
-    def __init__(self, settings: Settings, registry: Registry | None = None) -> None:
+    def __init__(self, settings: Settings, registry: Registry | None = None, *,
+                 tracing: Tracing | None = None) -> None:  # fmt: skip
         self.settings = settings
         self._registry = registry
+        self.tracing = tracing or Tracing()
         self.sections: dict[tuple[str, str], Section] = {
             (s.application, s.profile): Section(s) for s in settings.sections
         }
@@ -263,21 +270,28 @@ class Documents:
         try:
             while True:
                 section.dirty = False
-                try:
-                    document, watched = await asyncio.to_thread(self._build, section)
-                except DynconfError as exc:
-                    if initial:
-                        raise
-                    section.build_failing = True
-                    log.warning(
-                        "section build failed; serving the last good document",
-                        extra={"event": "section_build_failed", "section": section.name,
-                               "kind": str(exc.kind), "reason": exc.message},
-                    )  # fmt: skip
-                else:
-                    section.build_failing = False
-                    section.watched = watched
-                    self._install(section, document)
+                with self.tracing.span("rebuild", section=section.name, initial=initial) as span:
+                    try:
+                        document, watched = await asyncio.to_thread(self._build, section)
+                    except DynconfError as exc:
+                        span.set(outcome="failed", kind=str(exc.kind))
+                        if initial:
+                            raise
+                        section.build_failing = True
+                        log.warning(
+                            "section build failed; serving the last good document",
+                            extra={"event": "section_build_failed", "section": section.name,
+                                   "kind": str(exc.kind), "reason": exc.message},
+                        )  # fmt: skip
+                    else:
+                        section.build_failing = False
+                        section.watched = watched
+                        before = section.generation
+                        self._install(section, document)
+                        span.set(
+                            outcome="installed" if section.generation != before else "unchanged",
+                            generation=section.generation,
+                        )
                 if not section.dirty:
                     return
         finally:
