@@ -12,6 +12,7 @@ import datetime as dt
 import os
 import ssl
 import threading
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -275,6 +276,11 @@ def test_two_replicas_one_leads_and_a_forced_rotation_keeps_admitting(
     cluster.on_teardown(stop_rotations)
 
     first_leaf = kubelet.wait_version(1)
+    # the Secret lands a moment before its writer counts the rotation; wait for the count
+    deadline = time.monotonic() + 10
+    while not any(rotation.rotations for rotation in rotations.values()):
+        assert time.monotonic() < deadline, "no replica counted the first rotation"
+        time.sleep(0.02)
     leaders = [r for r, rotation in rotations.items() if rotation.rotations]
     assert len(leaders) == 1
     leader = rotations[leaders[0]]
