@@ -9,7 +9,6 @@ stop them by their own pid.
 from __future__ import annotations
 
 import base64
-import contextlib
 import datetime as dt
 import json
 import os
@@ -26,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests.fixtures.relay import Relay
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -353,75 +354,10 @@ def dev_consul(consul_binary: Path, tmp_path: Path) -> Iterator[ConsulProcess]:
         server.stop()
 
 
-class CutProxy:
-    """A loopback TCP relay the fault tests cut (every connection reset, new ones refused)."""
-
-    def __init__(self, target_port: int) -> None:
-        self.target_port = target_port
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
-        self.enabled = threading.Event()
-        self.enabled.set()
-        self._open: set[socket.socket] = set()
-        self._lock = threading.Lock()
-        self._closed = False
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def cut(self) -> None:
-        self.enabled.clear()
-        with self._lock:
-            for sock in list(self._open):
-                with contextlib.suppress(OSError):
-                    sock.shutdown(socket.SHUT_RDWR)
-                sock.close()
-            self._open.clear()
-
-    def restore(self) -> None:
-        self.enabled.set()
-
-    def close(self) -> None:
-        self._closed = True
-        self.cut()
-        self.listener.close()
-
-    def _accept(self) -> None:
-        while not self._closed:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            if not self.enabled.is_set():
-                client.close()
-                continue
-            try:
-                upstream = socket.create_connection(("127.0.0.1", self.target_port), timeout=5)
-            except OSError:
-                client.close()
-                continue
-            with self._lock:
-                self._open.update((client, upstream))
-            for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
-
-    def _pipe(self, source: socket.socket, sink: socket.socket) -> None:
-        try:
-            while chunk := source.recv(65536):
-                sink.sendall(chunk)
-        except OSError:
-            pass
-        finally:
-            for sock in (source, sink):
-                with contextlib.suppress(OSError):
-                    sock.close()
-
-
 @pytest.fixture
-def cut_proxy(own_consul: ConsulProcess) -> Iterator[CutProxy]:
-    proxy = CutProxy(own_consul.http_port)
+def cut_proxy(own_consul: ConsulProcess) -> Iterator[Relay]:
+    """A relay in front of this test's own agent, for the faults a live server cannot make."""
+    proxy = Relay(own_consul.http_port)
     try:
         yield proxy
     finally:

@@ -53,7 +53,7 @@ def test_change_made_while_unreachable_is_delivered_when_it_returns(
         kit.put(server.url, "app/config.json", '{"v": "while away"}')
         time.sleep(1.0)
         assert watch.failures, "the dropped stream was not reported"
-        path.resume()
+        path.restore()
         assert text_of(watch.next(timeout=20)) == '{"v": "while away"}'
         kit.put(server.url, "app/config.json", '{"v": 2}')
         assert text_of(watch.next()) == '{"v": 2}'

@@ -8,7 +8,6 @@ binaries ``scripts/testenv`` installed, so the shared server is never disturbed.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import queue
 import shutil
@@ -27,6 +26,7 @@ import pytest
 from dynconf.stores import Absent, Fetched, StoreSpec, TlsSettings
 from dynconf_store_redis import REDIS_STORE
 from dynconf_store_redis.source import RedisSource
+from tests.fixtures.relay import Relay, relay_factory
 
 CACHE = Path(os.environ.get("DYNCONF_TESTENV_CACHE", Path.home() / ".cache" / "dynconf-testenv"))
 REDIS_ROOT = CACHE / "debs" / "redis"
@@ -154,84 +154,11 @@ def private_redis(tmp_path: Path) -> Iterator[Callable[..., PrivateRedis]]:
     shutil.rmtree(tmp_path, ignore_errors=True)
 
 
-class Proxy:
-    """A loopback TCP proxy that can cut every connection and refuse new ones, then resume.
-
-    The fault a single real server cannot produce on its own: the server stays up (so a
-    change can be written while the watcher cannot reach it) while the watcher's path to it
-    is gone.
-    """
-
-    def __init__(self, upstream_port: int) -> None:
-        self.upstream = upstream_port
-        self.port = free_port()
-        self._listener: socket.socket | None = None
-        self._conns: list[socket.socket] = []
-        self._lock = threading.Lock()
-        self.resume()
-
-    def resume(self) -> None:
-        listener = socket.socket()
-        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        listener.bind(("127.0.0.1", self.port))
-        listener.listen(16)
-        self._listener = listener
-        threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
-
-    def _accept(self, listener: socket.socket) -> None:
-        while True:
-            try:
-                client, _ = listener.accept()
-            except OSError:
-                return
-            try:
-                upstream = socket.create_connection(("127.0.0.1", self.upstream), timeout=5)
-            except OSError:
-                client.close()
-                continue
-            upstream.settimeout(None)
-            with self._lock:
-                self._conns += [client, upstream]
-            for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
-
-    @staticmethod
-    def _pump(source: socket.socket, sink: socket.socket) -> None:
-        try:
-            while data := source.recv(65536):
-                sink.sendall(data)
-        except OSError:
-            pass
-        finally:
-            for sock in (source, sink):
-                with contextlib.suppress(OSError):
-                    sock.shutdown(socket.SHUT_RDWR)
-
-    def cut(self) -> None:
-        if self._listener is not None:
-            with contextlib.suppress(OSError):  # shutdown wakes the blocked accept()
-                self._listener.shutdown(socket.SHUT_RDWR)
-            self._listener.close()
-            self._listener = None
-        with self._lock:
-            conns, self._conns = self._conns, []
-        for sock in conns:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-            sock.close()
-
-
 @pytest.fixture
-def proxy() -> Iterator[Callable[[int], Proxy]]:
-    made: list[Proxy] = []
-
-    def make(upstream_port: int) -> Proxy:
-        made.append(Proxy(upstream_port))
-        return made[-1]
-
-    yield make
-    for item in made:
-        item.cut()
+def proxy() -> Iterator[Callable[..., Relay]]:
+    """Relays that cut the watcher's path to a private server while it stays up."""
+    with relay_factory() as make:
+        yield make
 
 
 @pytest.fixture

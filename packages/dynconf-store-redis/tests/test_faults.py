@@ -56,7 +56,7 @@ def test_change_made_while_unreachable_is_delivered_when_it_returns(
         direct.set(KEY, '{"v": "while away"}')
         time.sleep(1.0)
         assert watch.failures, "the dropped subscription was not reported"
-        path.resume()
+        path.restore()
         assert text_of(watch.next(timeout=20)) == '{"v": "while away"}'
         direct.set(KEY, '{"v": 2}')
         assert text_of(watch.next()) == '{"v": 2}'

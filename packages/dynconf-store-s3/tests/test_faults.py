@@ -7,6 +7,7 @@ from s3kit import s3_source, wait_for
 
 from dynconf.errors import RemoteError
 from dynconf.stores import ABSENT, Fetched
+from tests.fixtures.relay import Relay
 
 pytestmark = [pytest.mark.s3, pytest.mark.slow]
 
@@ -28,10 +29,8 @@ def test_object_deleted_and_recreated_is_absent_then_the_new_document(aws_env, b
 
 
 def test_server_gone_mid_watch_is_reported_and_the_next_change_delivered(aws_env, bucket, watcher):
-    from s3kit import CutProxy
-
     port = int(aws_env.endpoint_url.rsplit(":", 1)[1])
-    proxy = CutProxy(port)
+    proxy = Relay(port)
     try:
         aws_env.client.put_object(Bucket=bucket, Key=KEY, Body=b'{"v": 1}')
         source = s3_source(bucket, KEY, api_url=proxy.url, timeout=1)

@@ -14,7 +14,9 @@ Watch health is reported through two optional attributes a source may expose, wh
 agent sets before iterating ``changes``: ``on_failure(error)`` for every failure the watch
 survives by retrying (it feeds ``watch_reconnects_total`` and the failure streak), and
 ``on_watching()`` each time the stream is (re)established (``watch_connected`` = 1). Use
-:func:`report_failure` / :func:`report_watching` to call them when set.
+:func:`report_failure` / :func:`report_watching` to call them when set, or inherit
+:class:`SourceSupport` (in :mod:`dynconf.sources`), which does that and the rest every
+source repeats.
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Final, Protocol, runtime_checkable
 
-from dynconf.errors import AuthError, DynconfError, RemoteError
+from dynconf.errors import AuthError, BackendError, DynconfError, Origin, RemoteError
+from dynconf.sources import SourceSupport, report_failure, report_watching
 
 __all__ = [
     "ABSENT",
@@ -39,6 +42,7 @@ __all__ = [
     "Lease",
     "Pace",
     "RemoteSource",
+    "SourceSupport",
     "StoreSpec",
     "StoreType",
     "TlsSettings",
@@ -375,20 +379,6 @@ class Pace:
         return max(0.0, base * (1 + self._random.uniform(-self.spread, self.spread)))
 
 
-def report_failure(source: object, error: BaseException) -> None:
-    """Call the source's ``on_failure`` hook, if the caller set one."""
-    hook = getattr(source, "on_failure", None)
-    if callable(hook):
-        hook(error)
-
-
-def report_watching(source: object) -> None:
-    """Call the source's ``on_watching`` hook, if the caller set one."""
-    hook = getattr(source, "on_watching", None)
-    if callable(hook):
-        hook()
-
-
 def is_async_source(source: RemoteSource | AsyncRemoteSource) -> bool:
     """Whether a source's ``fetch`` is a coroutine function (it runs on the event loop)."""
     return inspect.iscoroutinefunction(source.fetch)
@@ -489,3 +479,19 @@ class StoreTypeBase:
 
     def build(self, spec: StoreSpec) -> RemoteSource | AsyncRemoteSource:
         raise NotImplementedError
+
+    def admit(self, spec: StoreSpec, *, unusable: str | None = None) -> str:
+        """The start of every :meth:`build`: refuse what :meth:`validate` refuses.
+
+        ``build`` may be called without ``validate`` (a library caller), so it re-checks and
+        raises :class:`BackendError` naming every refusal, from the described remote.
+        ``unusable`` is the refusal to give when ``validate`` passed but the store still
+        cannot use the spec (an endpoint its parser gave up on). Returns the description.
+        """
+        description = self.describe(spec)
+        refusals = self.validate(spec)
+        if refusals or unusable:
+            raise BackendError(
+                "; ".join(refusals) or str(unusable), origin=Origin.remote(description)
+            )
+        return description

@@ -13,7 +13,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -26,6 +25,8 @@ from typing import Any
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+
+from tests.fixtures.relay import Relay, relay_factory
 
 AGENT = Path(sys.executable).with_name("dynamic-config-agent")
 DEADLINE = 20.0
@@ -197,81 +198,8 @@ def wait_file(path: Path, check: Callable[[str], bool], timeout: float = DEADLIN
     return box[-1]
 
 
-class CutProxy:
-    """Forwards 127.0.0.1:<port> to a target; ``cut()`` drops and refuses, ``restore()`` heals."""
-
-    def __init__(self, target_host: str, target_port: int) -> None:
-        self.target = (target_host, target_port)
-        self.listener = socket.socket()
-        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.listener.bind(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
-        self.listener.listen(64)
-        self.open = threading.Event()
-        self.open.set()
-        self.closed = False
-        self.conns: list[socket.socket] = []
-        self.lock = threading.Lock()
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while not self.closed:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            if not self.open.is_set():
-                client.close()
-                continue
-            try:
-                upstream = socket.create_connection(self.target, timeout=5)
-            except OSError:
-                client.close()
-                continue
-            with self.lock:
-                self.conns += [client, upstream]
-            for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
-
-    @staticmethod
-    def _pipe(src: socket.socket, dst: socket.socket) -> None:
-        try:
-            while data := src.recv(65536):
-                dst.sendall(data)
-        except OSError:
-            pass
-        finally:
-            for s in (src, dst):
-                with contextlib.suppress(OSError):
-                    s.shutdown(socket.SHUT_RDWR)
-
-    def cut(self) -> None:
-        self.open.clear()
-        with self.lock:
-            for conn in self.conns:
-                with contextlib.suppress(OSError):
-                    conn.shutdown(socket.SHUT_RDWR)
-                    conn.close()
-            self.conns.clear()
-
-    def restore(self) -> None:
-        self.open.set()
-
-    def close(self) -> None:
-        self.closed = True
-        self.cut()
-        self.listener.close()
-
-
 @pytest.fixture
-def cut_proxy() -> Iterator[Callable[[str, int], CutProxy]]:
-    proxies: list[CutProxy] = []
-
-    def make(host: str, port: int) -> CutProxy:
-        proxy = CutProxy(host, port)
-        proxies.append(proxy)
-        return proxy
-
-    yield make
-    for proxy in proxies:
-        proxy.close()
+def cut_proxy() -> Iterator[Callable[[str, int], Relay]]:
+    """``cut_proxy(host, port)``: a relay to a store the test cuts off and restores."""
+    with relay_factory() as make:
+        yield lambda host, port: make(port, host)

@@ -25,8 +25,9 @@ from dynconf_k8s.agent.loop import WatchLoop
 from dynconf_k8s.agent.main import store_type
 from dynconf_k8s.agent.metrics import AgentMetrics, AgentState
 from dynconf_k8s.agent.watching import StoreDriver
+from tests.fixtures.relay import Relay
 
-from .conftest import AgentProcess, CutProxy, wait_file
+from .conftest import AgentProcess, wait_file
 from .test_stores import Harness, _host_port, needs_store
 
 Start = Callable[..., AgentProcess]
@@ -48,7 +49,7 @@ def vault_doc(vault_server: Any) -> Iterator[Harness]:
 
 
 def test_poll_store_staleness_is_the_age_of_the_last_check(
-    agent: Start, vault_doc: Harness, tmp_path: Path, cut_proxy: Callable[[str, int], CutProxy]
+    agent: Start, vault_doc: Harness, tmp_path: Path, cut_proxy: Callable[[str, int], Relay]
 ) -> None:
     interval = 2
     proxy = cut_proxy(vault_doc.host, vault_doc.port)

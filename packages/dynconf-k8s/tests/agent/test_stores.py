@@ -26,8 +26,9 @@ from urllib.parse import urlsplit
 import pytest
 
 from dynconf.plugins import discover
+from tests.fixtures.relay import Relay
 
-from .conftest import AgentProcess, CutProxy, wait_file, wait_for
+from .conftest import AgentProcess, wait_file, wait_for
 
 Start = Callable[..., AgentProcess]
 STORES = set(discover().stores)
@@ -54,7 +55,7 @@ class Harness:
     token: str = ""
     env: dict[str, str | None] = field(default_factory=dict)
 
-    def via(self, proxy: CutProxy) -> tuple[str, tuple[str, ...]]:
+    def via(self, proxy: Relay) -> tuple[str, tuple[str, ...]]:
         """The endpoint and store arguments with the server's address swapped for the proxy's.
 
         The address rides ``--endpoint`` for most stores and ``--api-url`` for s3 and
@@ -311,7 +312,7 @@ HARNESSES = ["consul", "etcd", "redis", "vault_kv", "firestore", "git", "configs
              "s3"]
 
 
-def _start(agent: Start, harness: Harness, out: Path, proxy: CutProxy | None = None,
+def _start(agent: Start, harness: Harness, out: Path, proxy: Relay | None = None,
            *extra: str) -> AgentProcess:
     endpoint, args = harness.via(proxy) if proxy is not None else (harness.endpoint, harness.args)
     env: dict[str, str | None] = {**harness.env}
@@ -364,7 +365,7 @@ def test_deleted_then_recreated(agent: Start, store: Harness, tmp_path: Path) ->
 
 
 def test_store_restarted_mid_watch_is_followed_again(
-    agent: Start, store: Harness, tmp_path: Path, cut_proxy: Callable[[str, int], CutProxy]
+    agent: Start, store: Harness, tmp_path: Path, cut_proxy: Callable[[str, int], Relay]
 ) -> None:
     proxy = cut_proxy(store.host, store.port)
     store.put({"v": 1})
@@ -390,7 +391,7 @@ def test_store_restarted_mid_watch_is_followed_again(
 
 
 def test_store_down_at_start_with_a_cache_then_up(
-    agent: Start, consul: Harness, tmp_path: Path, cut_proxy: Callable[[str, int], CutProxy]
+    agent: Start, consul: Harness, tmp_path: Path, cut_proxy: Callable[[str, int], Relay]
 ) -> None:
     proxy = cut_proxy(consul.host, consul.port)
     proxy.cut()
@@ -406,7 +407,7 @@ def test_store_down_at_start_with_a_cache_then_up(
 
 
 def test_store_down_at_start_without_a_cache_is_fatal(
-    agent: Start, consul: Harness, tmp_path: Path, cut_proxy: Callable[[str, int], CutProxy]
+    agent: Start, consul: Harness, tmp_path: Path, cut_proxy: Callable[[str, int], Relay]
 ) -> None:
     proxy = cut_proxy(consul.host, consul.port)
     proxy.cut()

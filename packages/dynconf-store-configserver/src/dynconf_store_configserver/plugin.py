@@ -134,7 +134,6 @@ class ConfigServerStoreType(StoreTypeBase):
 
     def build(self, spec: StoreSpec) -> ConfigServerSource:
         """A source for ``spec``; refuses (BackendError) a spec :meth:`validate` refuses."""
-        from dynconf.errors import BackendError, Origin
         from dynconf_store_configserver.source import (
             DEFAULT_TIMEOUT,
             ConfigServerSource,
@@ -142,10 +141,7 @@ class ConfigServerStoreType(StoreTypeBase):
             StaticBearer,
         )
 
-        description = self.describe(spec)
-        refusals = self.validate(spec)
-        if refusals:
-            raise BackendError("; ".join(refusals), origin=Origin.remote(description))
+        description = self.admit(spec)
         application, _, profile = spec.key.strip("/").partition("/")
         bearer: StaticBearer | FileBearer
         if spec.auth == "kubernetes":

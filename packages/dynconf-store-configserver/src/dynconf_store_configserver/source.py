@@ -19,13 +19,13 @@ import json
 import logging
 import queue
 import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from dynconf.errors import AuthError, DynconfError, Origin, RemoteError
+from dynconf.errors import AuthError, DynconfError, Origin
+from dynconf.sources import SourceSupport
 from dynconf.stores import ABSENT, Absent, Fetched, Pace, TlsSettings, WatchCapability
 
 __all__ = [
@@ -95,10 +95,12 @@ class _StreamEnded(Exception):
     """The server closed the stream, or it fell silent (reason in ``args[0]``)."""
 
 
-class ConfigServerSource:
+class ConfigServerSource(SourceSupport):
     """A blocking :class:`~dynconf.stores.RemoteSource` over one config-server section."""
 
     capability = WatchCapability.PUSH
+    failure_log = log
+    failure_message = "config-server watch failed; retrying"
 
     def __init__(
         self,
@@ -115,16 +117,13 @@ class ConfigServerSource:
         self._document_url = f"{url}/{application}/{profile}"
         self._bearer = bearer
         self._tls = tls
-        self._description = description
+        self.description = description
         self._timeout = timeout
         self.on_failure = on_failure
         self.connected = False
         """True while a stream is open."""
         self._session: Any = None
         self._lock = threading.Lock()
-
-    def describe(self) -> str:
-        return self._description
 
     # ------------------------------------------------------------------ http
     def _http(self) -> Any:
@@ -141,7 +140,7 @@ class ConfigServerSource:
         for label, path in (("--ca", tls.ca_file), ("--tls-cert", tls.cert_file),
                             ("--tls-key", tls.key_file)):  # fmt: skip
             if path and not Path(path).is_file():
-                raise self._remote(f"has no readable {label} file at {path}; mount it")
+                raise self.remote_error(f"has no readable {label} file at {path}; mount it")
         session = requests.Session()
         session.trust_env = False  # proxies and netrc from the environment never apply
         if tls.ca_file:
@@ -149,7 +148,7 @@ class ConfigServerSource:
         elif tls.skip_verify:
             log.warning(
                 "config-server TLS verification is off (--tls-skip-verify)",
-                extra={"event": "store_tls_skip_verify", "store": self._description},
+                extra={"event": "store_tls_skip_verify", "store": self.description},
             )
             session.verify = False
         if tls.cert_file and tls.key_file:
@@ -160,7 +159,7 @@ class ConfigServerSource:
 
     def _headers(self, accept: str) -> dict[str, str]:
         headers = {"Accept": accept}
-        token = self._bearer.current(self._description)
+        token = self._bearer.current(self.description)
         if token:
             headers["Authorization"] = f"Bearer {token}"
         return headers
@@ -178,30 +177,32 @@ class ConfigServerSource:
                 allow_redirects=False,
             )
         except requests.exceptions.SSLError:
-            raise self._remote(
+            raise self.remote_error(
                 "refused the TLS handshake; check --ca, --tls-server-name and the client "
                 "certificate"
             ) from None
         except requests.exceptions.Timeout:
-            raise self._remote(f"did not answer within {self._timeout:g} s") from None
+            raise self.remote_error(f"did not answer within {self._timeout:g} s") from None
         except requests.exceptions.ConnectionError:
-            raise self._remote("cannot be reached; check the endpoint and that it runs") from None
+            raise self.remote_error(
+                "cannot be reached; check the endpoint and that it runs"
+            ) from None
         except requests.exceptions.RequestException as exc:
-            raise self._remote(f"request failed ({type(exc).__name__})") from None
+            raise self.remote_error(f"request failed ({type(exc).__name__})") from None
         except OSError as exc:
-            raise self._remote(f"could not set up TLS ({type(exc).__name__})") from None
+            raise self.remote_error(f"could not set up TLS ({type(exc).__name__})") from None
 
     def _refusal(self, code: int) -> DynconfError | None:
         if code in (401, 403):
-            return self._auth(
+            return self.auth_error(
                 f"refused the credential ({code}); check the client token or the "
                 "service-account grant in the server's configuration"
             )
         if code == 404:
             return None
         if code == 503:
-            return self._remote("has no document for the section yet (503); retrying")
-        return self._remote(f"answered {code}; retrying")
+            return self.remote_error("has no document for the section yet (503); retrying")
+        return self.remote_error(f"answered {code}; retrying")
 
     # ------------------------------------------------------------------ fetch
     def fetch(self) -> Fetched | Absent:
@@ -219,15 +220,17 @@ class ConfigServerSource:
                 raise error
             body = response.raw.read(MAX_BODY + 1, decode_content=True)
         if len(body) > MAX_BODY:
-            raise self._remote(f"answered a body larger than {MAX_BODY} bytes")
+            raise self.remote_error(f"answered a body larger than {MAX_BODY} bytes")
         try:
             envelope = json.loads(body.decode("utf-8"))
         except (UnicodeDecodeError, ValueError):
-            raise self._remote(
+            raise self.remote_error(
                 "answered a body that is not JSON; is this a config server?"
             ) from None
         if not isinstance(envelope, dict) or not isinstance(envelope.get("config"), dict):
-            raise self._remote("answered without a `config` document; is this a config server?")
+            raise self.remote_error(
+                "answered without a `config` document; is this a config server?"
+            )
         generation = envelope.get("generation")
         return Fetched(
             text=json.dumps(envelope["config"], ensure_ascii=False),
@@ -270,15 +273,15 @@ class ConfigServerSource:
                 raise
             except DynconfError as exc:
                 self.connected = False
-                self._report(exc)
+                self.report(exc)
             except _StreamEnded as ended:
                 self.connected = False
-                self._report(self._remote(str(ended.args[0])))
+                self.report(self.remote_error(str(ended.args[0])))
             if stop():
                 return
             dropped = True
             pace.failed()
-            if self._pause(pace.next_wait(), stop):
+            if self.pause(pace.next_wait(), stop):
                 return
 
     def _events(
@@ -332,32 +335,8 @@ class ConfigServerSource:
             session.close()
 
     # ------------------------------------------------------------------ internals
-    def _report(self, error: DynconfError) -> None:
-        log.warning(
-            "config-server watch failed; retrying",
-            extra={"event": "store_watch_failed", "store": self._description,
-                   "kind": str(error.kind), "reason": error.message},
-        )  # fmt: skip
-        if self.on_failure is not None:
-            self.on_failure(error)
-
-    @staticmethod
-    def _pause(seconds: float, stop: Callable[[], bool]) -> bool:
-        deadline = time.monotonic() + seconds
-        while (left := deadline - time.monotonic()) > 0:
-            if stop():
-                return True
-            time.sleep(min(_SLICE, left))
-        return stop()
-
-    def _remote(self, what: str) -> RemoteError:
-        return RemoteError(f"{self._description} {what}", origin=Origin.remote(self._description))
-
-    def _auth(self, what: str) -> AuthError:
-        return AuthError(f"{self._description} {what}", origin=Origin.remote(self._description))
-
     def __repr__(self) -> str:
-        return f"ConfigServerSource({self._description!r})"
+        return f"ConfigServerSource({self.description!r})"
 
 
 def _read_events(response: Any, out: queue.Queue[_Event | BaseException | None]) -> None:

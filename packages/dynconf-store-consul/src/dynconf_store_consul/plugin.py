@@ -177,7 +177,6 @@ class ConsulStoreType(StoreTypeBase):
 
     def build(self, spec: StoreSpec) -> ConsulSource:
         """A source for ``spec``; refuses (BackendError) a spec :meth:`validate` refuses."""
-        from dynconf.errors import BackendError, Origin
         from dynconf_store_consul.auth import (
             SERVICE_ACCOUNT_TOKEN,
             Credential,
@@ -187,10 +186,7 @@ class ConsulStoreType(StoreTypeBase):
         from dynconf_store_consul.source import DEFAULT_WAIT, ConsulSource
         from dynconf_store_consul.transport import DEFAULT_TIMEOUT, Transport, parse_endpoint
 
-        description = self.describe(spec)
-        refusals = self.validate(spec)
-        if refusals:
-            raise BackendError("; ".join(refusals), origin=Origin.remote(description))
+        description = self.admit(spec)
         endpoint = parse_endpoint(spec.endpoint)
         assert not isinstance(endpoint, str)
         key = spec.key.lstrip("/")

@@ -19,11 +19,11 @@ import base64
 import binascii
 import json
 import logging
-import time
 from collections.abc import Callable, Iterator
 from typing import Final
 
-from dynconf.errors import AuthError, DynconfError, Origin, RemoteError
+from dynconf.errors import AuthError, DynconfError
+from dynconf.sources import SourceSupport
 from dynconf.stores import ABSENT, Absent, Fetched, WatchCapability
 from dynconf_store_consul.auth import Credential
 from dynconf_store_consul.transport import Reply, Transport
@@ -36,7 +36,6 @@ MAX_WAIT: Final = 600.0
 """Consul's own ceiling for ``wait``; longer values are clamped to it."""
 RETRY_WAIT: Final = 5.0
 """The fixed pause after a failed blocking query before the next one."""
-_SLICE: Final = 0.25
 
 FailureSink = Callable[[DynconfError], None]
 """Receives each failure a watch survives by retrying (the agent counts and logs them)."""
@@ -44,10 +43,12 @@ FailureSink = Callable[[DynconfError], None]
 log = logging.getLogger("dynconf.store.consul")
 
 
-class ConsulSource:
+class ConsulSource(SourceSupport):
     """A blocking :class:`~dynconf.stores.RemoteSource` over one Consul KV key."""
 
     capability = WatchCapability.PUSH
+    failure_log = log
+    failure_message = "consul watch query failed; retrying"
 
     def __init__(
         self,
@@ -67,7 +68,7 @@ class ConsulSource:
         self._path = f"/v1/kv/{key}"
         self._format = format_name
         self._credential = credential
-        self._description = description
+        self.description = description
         self._datacenter = datacenter
         self._wait = min(max(wait, 1.0), MAX_WAIT)
         self._retry_wait = retry_wait
@@ -79,9 +80,6 @@ class ConsulSource:
     @property
     def credential(self) -> Credential:
         return self._credential
-
-    def describe(self) -> str:
-        return self._description
 
     def fetch(self) -> Fetched | Absent:
         """Read the key now: its document, or ABSENT when Consul has no such key."""
@@ -105,8 +103,8 @@ class ConsulSource:
                 raise
             except DynconfError as exc:
                 self.connected = False
-                self._report(exc)
-                if self._pause(self._retry_wait, stop):
+                self.report(exc)
+                if self.pause(self._retry_wait, stop):
                     return
                 continue
             if index is not None and new_index is not None and new_index < index:
@@ -147,7 +145,7 @@ class ConsulSource:
         if reply.code == 404:
             return ABSENT, new_index
         if reply.code != 200:
-            raise self._remote(f"answered {reply.code}; {_status_hint(reply.code)}")
+            raise self.remote_error(f"answered {reply.code}; {_status_hint(reply.code)}")
         text, modify_index = self._decode(reply.body)
         revision = new_index if new_index is not None else modify_index
         return Fetched(
@@ -170,16 +168,16 @@ class ConsulSource:
             )
             if reply.code != 403:
                 return reply
-            raise self._auth(
+            raise self.auth_error(
                 "refused a freshly logged-in token (403) twice; grant the auth method's role "
                 f"or policy `key_prefix` read on {self._key}"
             )
         if self._credential.token(self._transport) is None:
-            raise self._auth(
+            raise self.auth_error(
                 "refused an anonymous read (403): ACLs are enforced; supply a token "
                 "(--auth token) or log in (--auth kubernetes / jwt with --auth-mount)"
             )
-        raise self._auth(
+        raise self.auth_error(
             "refused the ACL token (403); grant its policy read on the key, or replace the "
             "token (a supplied token is not retried)"
         )
@@ -188,55 +186,30 @@ class ConsulSource:
         try:
             entries = json.loads(body)
         except ValueError:
-            raise self._remote("answered with a body that is not a KV listing") from None
+            raise self.remote_error("answered with a body that is not a KV listing") from None
         entry = None
         if isinstance(entries, list):
             entry = next(
                 (e for e in entries if isinstance(e, dict) and e.get("Key") == self._key), None
             )
         if entry is None:
-            raise self._remote("answered without the requested key; is a proxy rewriting paths?")
+            raise self.remote_error(
+                "answered without the requested key; is a proxy rewriting paths?"
+            )
         value = entry.get("Value")
         if value is None:
-            raise self._remote("holds no value; write the document to the key")
+            raise self.remote_error("holds no value; write the document to the key")
         try:
             text = base64.b64decode(value, validate=True).decode("utf-8")
         except (binascii.Error, ValueError, TypeError):
-            raise self._remote(
+            raise self.remote_error(
                 "holds a value that is not UTF-8 text; store the document as UTF-8"
             ) from None
         modify = entry.get("ModifyIndex")
         return text, modify if isinstance(modify, int) else None
 
-    def _report(self, error: DynconfError) -> None:
-        log.warning(
-            "consul watch query failed; retrying",
-            extra={"event": "store_watch_failed", "store": self._description,
-                   "kind": str(error.kind), "reason": error.message},
-        )  # fmt: skip
-        if self.on_failure is not None:
-            self.on_failure(error)
-
-    @staticmethod
-    def _pause(seconds: float, stop: Callable[[], bool]) -> bool:
-        """Sleep in short slices; True when ``stop()`` turned true meanwhile."""
-        deadline = time.monotonic() + seconds
-        while (left := deadline - time.monotonic()) > 0:
-            if stop():
-                return True
-            time.sleep(min(_SLICE, left))
-        return stop()
-
-    def _remote(self, what: str) -> RemoteError:
-        return RemoteError(
-            f"{self._description} {what}", origin=Origin.remote(self._description)
-        )
-
-    def _auth(self, what: str) -> AuthError:
-        return AuthError(f"{self._description} {what}", origin=Origin.remote(self._description))
-
     def __repr__(self) -> str:
-        return f"ConsulSource({self._description!r})"
+        return f"ConsulSource({self.description!r})"
 
 
 def _status_hint(code: int) -> str:

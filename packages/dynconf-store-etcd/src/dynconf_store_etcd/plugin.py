@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Final
 
-from dynconf.errors import BackendError, Origin
 from dynconf.plugins import hookimpl
 from dynconf.stores import (
     AuthMethod,
@@ -52,20 +51,17 @@ class EtcdStoreType(StoreTypeBase):
         return f"etcd {redact_url(spec.endpoint)} key {spec.key}"
 
     def build(self, spec: StoreSpec) -> EtcdSource:
-        refusals = self.validate(spec)
         endpoint, _problems = parse_endpoint(spec.endpoint)
-        if refusals or endpoint is None:
-            raise BackendError(
-                "; ".join(refusals) or "the etcd endpoint cannot be used",
-                origin=Origin.remote(self.describe(spec)),
-            )
+        unusable = "the etcd endpoint cannot be used" if endpoint is None else None
+        described = self.admit(spec, unusable=unusable)
+        assert endpoint is not None  # admit refused it otherwise
         from dynconf_store_etcd.source import EtcdSource
 
         return EtcdSource(
             endpoint,
             spec.key,
             spec.extra.get("format") or format_from_key(spec.key) or "json",
-            described=self.describe(spec),
+            described=described,
             username=spec.auth_username,
             password=spec.password,
             tls=spec.tls,

@@ -18,11 +18,11 @@ import binascii
 import json
 import logging
 import threading
-import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Final
 
-from dynconf.errors import AuthError, DynconfError, Origin, RemoteError
+from dynconf.errors import AuthError, DynconfError, RemoteError
+from dynconf.sources import SourceSupport
 from dynconf.stores import ABSENT, Absent, Fetched, Pace, TlsSettings, WatchCapability
 from dynconf_store_etcd.endpoint import Endpoint
 from dynconf_store_etcd.stream import STOP_SLICE, StreamEnded, StreamItem, WatchStream
@@ -53,10 +53,13 @@ class _StaleToken(Exception):
     """The watch was refused because the token expired; log in again and re-open."""
 
 
-class EtcdSource:
+class EtcdSource(SourceSupport):
     """Reads and watches one etcd key; ``revision`` is the key's ``mod_revision``."""
 
     capability = WatchCapability.PUSH
+    failure_log = log
+    failure_message = "etcd watch failure"
+    failure_store = "etcd"
 
     def __init__(
         self,
@@ -73,7 +76,7 @@ class EtcdSource:
         self._endpoint = endpoint
         self._key = key
         self._format = format_name
-        self._described = described
+        self.description = described
         self._username = username
         self._password = password
         self._tls = tls or TlsSettings()
@@ -88,8 +91,15 @@ class EtcdSource:
 
     # -- protocol ---------------------------------------------------------------------
 
-    def describe(self) -> str:
-        return self._described
+    @property
+    def error_subject(self) -> str:
+        """etcd errors name the key; the endpoint is in the origin (the description)."""
+        return f"etcd key {self._key}"
+
+    @property
+    def auth_subject(self) -> str:
+        """A refusal says it was etcd that refused, not the agent."""
+        return f"etcd key {self._key}: etcd"
 
     def fetch(self) -> Fetched | Absent:
         answer, _revision = self._read()
@@ -121,20 +131,20 @@ class EtcdSource:
             except _StaleToken:
                 recoveries += 1
                 if recoveries > STALE_TOKEN_RECOVERIES:
-                    error = self._auth_error(
+                    error = self.auth_error(
                         "kept refusing fresh tokens for the watch; check the user's role"
                     )
-                    self._report(error)
+                    self.report(error)
                     raise error from None
                 self._invalidate_token()
                 continue
             except AuthError as error:
-                self._report(error)
+                self.report(error)
                 raise
             except RemoteError as error:
-                self._report(error)
+                self.report(error)
                 pace.failed()
-                _sleep(pace.next_wait(), stop)
+                self.pause(pace.next_wait(), stop)
 
     def close(self) -> None:
         with self._lock:
@@ -158,7 +168,7 @@ class EtcdSource:
             raw = base64.b64decode(kv.get("value", ""), validate=True)
             text = raw.decode("utf-8")
         except (binascii.Error, UnicodeDecodeError, TypeError):
-            raise self._remote_error(
+            raise self.remote_error(
                 "holds a value that is not UTF-8 text; store the document as UTF-8"
             ) from None
         return Fetched(text=text, format=self._format, revision=str(_int(kv.get("mod_revision"))))
@@ -192,16 +202,16 @@ class EtcdSource:
                 verify=client.session.verify,
             )
         except requests.exceptions.SSLError:
-            raise self._remote_error(
+            raise self.remote_error(
                 "TLS handshake failed; check --ca, --tls-cert/--tls-key and "
                 "--tls-server-name against the server's certificate"
             ) from None
         except requests.exceptions.Timeout:
-            raise self._remote_error(
+            raise self.remote_error(
                 f"did not answer within {self._timeout:g} s; check the endpoint"
             ) from None
         except requests.exceptions.RequestException as exc:
-            raise self._remote_error(
+            raise self.remote_error(
                 f"could not be reached ({type(exc).__name__}); check the endpoint and that "
                 "etcd is running"
             ) from None
@@ -215,7 +225,7 @@ class EtcdSource:
         """etcd's gateway refuses, in plain text, a client certificate with a CommonName
         while auth is on (it cannot pass the name on as the user): waiting will not help."""
         if response.status_code == 400 and b"CommonName" in response.content[:200]:
-            raise self._auth_error(
+            raise self.auth_error(
                 "refused the client certificate: with username/password auth on, the "
                 "gateway takes only certificates without a CommonName; issue one whose "
                 "identity is in the subjectAltName, or drop --auth-username"
@@ -235,8 +245,8 @@ class EtcdSource:
                     continue
                 if isinstance(item, StreamEnded):
                     if item.failure is None:
-                        raise self._remote_error("closed the watch stream")
-                    raise self._remote_error(
+                        raise self.remote_error("closed the watch stream")
+                    raise self.remote_error(
                         f"broke the watch stream ({type(item.failure).__name__})"
                     )
                 yield from self._answers(item, pace)
@@ -259,7 +269,7 @@ class EtcdSource:
                 verify=client.session.verify,
             )
         except requests.exceptions.RequestException as exc:
-            raise self._remote_error(
+            raise self.remote_error(
                 f"could not open the watch stream ({type(exc).__name__})"
             ) from None
         if response.status_code != 200:
@@ -300,18 +310,18 @@ class EtcdSource:
         """
         reason = str(result.get("cancel_reason", ""))
         if _int(result.get("compact_revision")):
-            raise self._remote_error(
+            raise self.remote_error(
                 "compacted past the watch's revision; re-reading the key and watching again"
             )
         stale = "invalid auth token" in reason or "revision of auth store is old" in reason
         if stale and self._username:
             raise _StaleToken
         if "permission denied" in reason or "user name is empty" in reason:
-            raise self._auth_error(
+            raise self.auth_error(
                 "refused to watch the key (permission denied); grant the user's role read "
                 "access to it"
             )
-        raise self._remote_error("cancelled the watch; it will be opened again")
+        raise self.remote_error("cancelled the watch; it will be opened again")
 
     # -- the client and its token -----------------------------------------------------
 
@@ -338,7 +348,7 @@ class EtcdSource:
         if self._tls.skip_verify:
             log.warning(
                 "TLS verification of the etcd server is OFF (--tls-skip-verify)",
-                extra={"event": "tls_skip_verify", "store": "etcd", "source": self._described},
+                extra={"event": "tls_skip_verify", "store": "etcd", "source": self.description},
             )
             client.session.verify = False
         # requests lets REQUESTS_CA_BUNDLE override a session's ``verify``; every call passes
@@ -364,7 +374,7 @@ class EtcdSource:
                 raise self._login_error(error) from None
             token = body.get("token")
             if not isinstance(token, str) or not token:
-                raise self._remote_error("answered the login without a token")
+                raise self.remote_error("answered the login without a token")
             self._token = token
             client.session.headers["Authorization"] = token
 
@@ -379,46 +389,22 @@ class EtcdSource:
     def _translate(self, error: _GatewayError) -> DynconfError:
         if error.code in (_UNAUTHENTICATED, _PERMISSION_DENIED):
             what = "refused the token" if error.code == _UNAUTHENTICATED else "denied access"
-            return self._auth_error(
-                f"{what} for the key; check the user's role grants read on it"
-            )
-        return self._remote_error(f"answered HTTP {error.status} (gRPC code {error.code})")
+            return self.auth_error(f"{what} for the key; check the user's role grants read on it")
+        return self.remote_error(f"answered HTTP {error.status} (gRPC code {error.code})")
 
     def _login_error(self, error: _GatewayError) -> DynconfError:
         if error.code == _FAILED_PRECONDITION and "not enabled" in error.message:
-            return self._remote_error(
+            return self.remote_error(
                 "has authentication disabled; remove --auth-username or enable auth in etcd"
             )
         if error.code in (_INVALID_ARGUMENT, _FAILED_PRECONDITION, _PERMISSION_DENIED):
-            return self._auth_error(
+            return self.auth_error(
                 f"refused the login of user {self._username}; check the user and its "
                 "password Secret"
             )
-        return self._remote_error(
+        return self.remote_error(
             f"failed the login with HTTP {error.status} (gRPC code {error.code})"
         )
-
-    def _remote_error(self, what: str) -> RemoteError:
-        return RemoteError(f"etcd key {self._key} {what}", origin=Origin.remote(self._described))
-
-    def _auth_error(self, what: str) -> AuthError:
-        return AuthError(
-            f"etcd key {self._key}: etcd {what}", origin=Origin.remote(self._described)
-        )
-
-    def _report(self, error: DynconfError) -> None:
-        log.warning(
-            "etcd watch failure",
-            extra={
-                "event": "store_watch_failed",
-                "store": "etcd",
-                "source": self._described,
-                "kind": error.kind.value,
-                "reason": error.message,
-            },
-        )
-        if self.on_failure is not None:
-            self.on_failure(error)
 
 
 class _GatewayError(Exception):
@@ -469,12 +455,3 @@ def _json(response: requests.Response) -> dict[str, Any]:
     except ValueError:
         return {}
     return body if isinstance(body, dict) else {}
-
-
-def _sleep(seconds: float, stop: Callable[[], bool]) -> None:
-    deadline = time.monotonic() + seconds
-    while not stop():
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return
-        time.sleep(min(STOP_SLICE, left))

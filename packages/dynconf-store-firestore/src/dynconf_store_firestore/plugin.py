@@ -177,13 +177,9 @@ class FirestoreStoreType(StoreTypeBase):
 
     def build(self, spec: StoreSpec) -> FirestoreSource:
         """A source for ``spec``; refuses (BackendError) a spec :meth:`validate` refuses."""
-        from dynconf.errors import BackendError, Origin
         from dynconf_store_firestore.source import DEFAULT_TIMEOUT, Connection, FirestoreSource
 
-        description = self.describe(spec)
-        refusals = self.validate(spec)
-        if refusals:
-            raise BackendError("; ".join(refusals), origin=Origin.remote(description))
+        description = self.admit(spec)
         target = parse_target(spec.endpoint, spec.key)
         assert isinstance(target, Target)
         method = spec.auth or self.default_auth or "metadata-server"

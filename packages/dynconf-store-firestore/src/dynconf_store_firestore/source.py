@@ -19,12 +19,12 @@ import json
 import logging
 import queue
 import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from dynconf.errors import AuthError, DynconfError, Origin, RemoteError
+from dynconf.errors import AuthError, DynconfError
+from dynconf.sources import SourceSupport
 from dynconf.stores import ABSENT, Absent, Fetched, Pace, WatchCapability
 from dynconf_store_firestore.convert import UnconvertibleField, plain_document, rfc3339
 from dynconf_store_firestore.plugin import Target
@@ -55,10 +55,12 @@ class Connection:
     token: str | None = field(default=None, repr=False)
 
 
-class FirestoreSource:
+class FirestoreSource(SourceSupport):
     """A blocking :class:`~dynconf.stores.RemoteSource` over one Firestore document."""
 
     capability = WatchCapability.PUSH
+    failure_log = log
+    failure_message = "firestore watch failed; retrying"
 
     def __init__(
         self,
@@ -69,16 +71,13 @@ class FirestoreSource:
         on_failure: FailureSink | None = None,
     ) -> None:
         self._connection = connection
-        self._description = description
+        self.description = description
         self._timeout = timeout
         self.on_failure = on_failure
         self.connected = False
         """True while a listener is open and has delivered its first snapshot."""
         self._client: Any = None
         self._lock = threading.Lock()
-
-    def describe(self) -> str:
-        return self._description
 
     # ------------------------------------------------------------------ client
     def _document(self) -> Any:
@@ -136,7 +135,7 @@ class FirestoreSource:
         try:
             document = plain_document(snapshot.to_dict() or {})
         except UnconvertibleField as exc:
-            raise self._remote(
+            raise self.remote_error(
                 f"field `{exc.path}` holds a {exc.type_name}, which has no plain-document "
                 "rule; store it as one of the documented types"
             ) from None
@@ -156,29 +155,29 @@ class FirestoreSource:
         if isinstance(exc, api.GoogleAPICallError):
             status = getattr(exc.grpc_status_code, "name", None) or str(exc.code)
             if status in _AUTH_STATUSES:
-                return self._auth(
+                return self.auth_error(
                     f"refused the credential ({status}); check the workload's IAM role "
                     "(roles/datastore.viewer) or replace the access token"
                 )
             if status == "NOT_FOUND":
-                return self._remote(
+                return self.remote_error(
                     "answered NOT_FOUND for the database; check the project and database "
                     "in the endpoint"
                 )
-            return self._remote(f"failed ({status}); retrying")
+            return self.remote_error(f"failed ({status}); retrying")
         if isinstance(exc, auth.RefreshError):
-            return self._auth(
+            return self.auth_error(
                 "could not obtain a token from the metadata server; check Workload Identity "
                 "is bound for this service account"
             )
         if isinstance(exc, auth.TransportError):
-            return self._remote(
+            return self.remote_error(
                 "cannot reach the metadata server for a token; metadata-server auth works "
                 "only on GKE, GCE or Cloud Run"
             )
         if isinstance(exc, api.RetryError):
-            return self._remote("did not answer in time; check the address and retrying")
-        return self._remote(f"failed ({type(exc).__name__})")
+            return self.remote_error("did not answer in time; check the address and retrying")
+        return self.remote_error(f"failed ({type(exc).__name__})")
 
     # ------------------------------------------------------------------ watch
     def changes(self, interval: float, stop: Callable[[], bool]) -> Iterator[Fetched | Absent]:
@@ -199,9 +198,9 @@ class FirestoreSource:
                 error = self._classify(exc)
                 if isinstance(error, AuthError):
                     raise error from None
-                self._report(error)
+                self.report(error)
                 pace.failed()
-                if self._pause(pace.next_wait(), stop):
+                if self.pause(pace.next_wait(), stop):
                     return
                 continue
             try:
@@ -232,15 +231,15 @@ class FirestoreSource:
             except AuthError:
                 raise
             except DynconfError as exc:
-                self._report(exc)
+                self.report(exc)
                 pace.failed()
             else:
                 if last is not None and not _same(answer, last):
                     yield answer
                 last = answer
-                self._report(self._remote("listener stopped; re-opening it"))
+                self.report(self.remote_error("listener stopped; re-opening it"))
                 pace.failed()
-            if self._pause(pace.next_wait(), stop):
+            if self.pause(pace.next_wait(), stop):
                 return
 
     def close(self) -> None:
@@ -251,32 +250,8 @@ class FirestoreSource:
             client.close()
 
     # ------------------------------------------------------------------ internals
-    def _report(self, error: DynconfError) -> None:
-        log.warning(
-            "firestore watch failed; retrying",
-            extra={"event": "store_watch_failed", "store": self._description,
-                   "kind": str(error.kind), "reason": error.message},
-        )  # fmt: skip
-        if self.on_failure is not None:
-            self.on_failure(error)
-
-    @staticmethod
-    def _pause(seconds: float, stop: Callable[[], bool]) -> bool:
-        deadline = time.monotonic() + seconds
-        while (left := deadline - time.monotonic()) > 0:
-            if stop():
-                return True
-            time.sleep(min(_SLICE, left))
-        return stop()
-
-    def _remote(self, what: str) -> RemoteError:
-        return RemoteError(f"{self._description} {what}", origin=Origin.remote(self._description))
-
-    def _auth(self, what: str) -> AuthError:
-        return AuthError(f"{self._description} {what}", origin=Origin.remote(self._description))
-
     def __repr__(self) -> str:
-        return f"FirestoreSource({self._description!r})"
+        return f"FirestoreSource({self.description!r})"
 
 
 def _same(left: Fetched | Absent, right: Fetched | Absent) -> bool:

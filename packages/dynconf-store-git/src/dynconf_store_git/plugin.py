@@ -209,7 +209,6 @@ class GitStoreType(StoreTypeBase):
         """
         from pathlib import Path
 
-        from dynconf.errors import BackendError, Origin
         from dynconf_store_git.cache import (
             DEFAULT_MAX_BYTES,
             DEFAULT_MAX_PACKS,
@@ -220,10 +219,7 @@ class GitStoreType(StoreTypeBase):
         from dynconf_store_git.source import DEFAULT_MAX_FILE_BYTES, GitSource
         from dynconf_store_git.transport import DEFAULT_TIMEOUT, GitRunner
 
-        description = self.describe(spec)
-        refusals = self.validate(spec)
-        if refusals:
-            raise BackendError("; ".join(refusals), origin=Origin.remote(description))
+        description = self.admit(spec)
         endpoint = parse_endpoint(spec.endpoint)
         ref = parse_ref(spec.ref)
         assert not isinstance(endpoint, str)

@@ -18,11 +18,11 @@ from __future__ import annotations
 import logging
 import os
 import posixpath
-import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Final
 
 from dynconf.errors import AuthError, DynconfError, Origin, RemoteError
+from dynconf.sources import SourceSupport
 from dynconf.stores import ABSENT, Absent, Fetched, WatchCapability, report_watching
 from dynconf_store_git.cache import DEFAULT_MAX_BYTES, DEFAULT_MAX_PACKS, CloneDir
 from dynconf_store_git.endpoint import Ref, RefKind, shown_endpoint
@@ -37,7 +37,6 @@ __all__ = ["DEFAULT_MAX_FILE_BYTES", "FailureSink", "GitSource"]
 DEFAULT_MAX_FILE_BYTES: Final = 1024 * 1024
 """The largest file the store reads (checked from the object header, before reading)."""
 HEAD_REF: Final = "refs/dynconf/head"
-_SLICE: Final = 0.25
 _MAX_LINKS: Final = 8
 _TREE, _BLOB, _LINK, _GITLINK = 0o04, 0o10, 0o12, 0o16
 
@@ -46,10 +45,12 @@ FailureSink = Callable[[DynconfError], None]
 log = logging.getLogger("dynconf.store.git")
 
 
-class GitSource:
+class GitSource(SourceSupport):
     """A blocking :class:`~dynconf.stores.RemoteSource` over one file in a git repository."""
 
     capability = WatchCapability.CONDITIONAL
+    failure_log = log
+    failure_message = "git watch check failed; retrying next interval"
 
     def __init__(
         self,
@@ -89,6 +90,11 @@ class GitSource:
             return f"git {self._shown} {self._ref}:{self._key}"
         return f"git {self._shown}@{self._commit[:12]}:{self._key}"
 
+    @property
+    def error_subject(self) -> str:
+        """Git errors name the file after the description: ``<describe()>: <key> …``."""
+        return f"{self.describe()}: {self._key}"
+
     def fetch(self) -> Fetched | Absent:
         """Read the file at the ref's current commit: its document, or ABSENT."""
         with self._clone.locked():
@@ -118,7 +124,7 @@ class GitSource:
                 raise
             except DynconfError as exc:
                 self.connected = False
-                self._report(exc)
+                self.report(exc)
             else:
                 report_watching(self)
                 if answer is not None:
@@ -127,7 +133,7 @@ class GitSource:
                         yield answer
                     elif last is None:
                         last = answer
-            if _pause(interval, stop):
+            if self.pause(interval, stop):
                 return
 
     def close(self) -> None:
@@ -266,12 +272,12 @@ class GitSource:
             try:
                 tree = repo.commit(commit).tree
             except (ValueError, LookupError):
-                raise self._remote(f"the commit {commit[:12]} is not in the cache") from None
+                raise self.remote_error(f"the commit {commit[:12]} is not in the cache") from None
             blob = self._resolve(tree, self._key)
             if blob is None:
                 return ABSENT
             if blob.size > self._max_file_bytes:
-                raise self._remote(
+                raise self.remote_error(
                     f"the file is {blob.size} bytes, over the {self._max_file_bytes}-byte "
                     "ceiling; split it, or raise max_bytes"
                 )
@@ -281,7 +287,7 @@ class GitSource:
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError:
-            raise self._remote("the file is not UTF-8 text; commit it as UTF-8") from None
+            raise self.remote_error("the file is not UTF-8 text; commit it as UTF-8") from None
         return Fetched(text=text, format=self._format)
 
     def _resolve(self, root: Tree, key: str) -> Blob | None:
@@ -299,7 +305,9 @@ class GitSource:
             if kind == _LINK:
                 links += 1
                 if links > _MAX_LINKS:
-                    raise self._remote("follows more than 8 symlinks; point the key at the file")
+                    raise self.remote_error(
+                        "follows more than 8 symlinks; point the key at the file"
+                    )
                 target = entry.data_stream.read().decode("utf-8", "replace")
                 if target.startswith("/") or "\x00" in target:
                     raise self._refuse_link()
@@ -310,12 +318,16 @@ class GitSource:
                 done, current = [], root
                 continue
             if kind == _GITLINK:
-                raise self._remote("is inside a submodule; the store reads this repository only")
+                raise self.remote_error(
+                    "is inside a submodule; the store reads this repository only"
+                )
             if kind == _TREE:
                 done.append(name)
                 current = entry
                 if not pending:
-                    raise self._remote("names a folder; name the one file holding the document")
+                    raise self.remote_error(
+                        "names a folder; name the one file holding the document"
+                    )
                 continue
             if pending:  # a file where the key needs a folder: the path is not in the tree
                 return None
@@ -324,24 +336,10 @@ class GitSource:
 
     # ------------------------------------------------------------------ reporting
     def _refuse_link(self) -> RemoteError:
-        return self._remote(
+        return self.remote_error(
             "is reached through a symlink that points outside the repository; the store "
             "never reads outside the tree"
         )
-
-    def _remote(self, what: str) -> RemoteError:
-        return RemoteError(
-            f"{self.describe()}: {self._key} {what}", origin=Origin.remote(self.describe())
-        )
-
-    def _report(self, error: DynconfError) -> None:
-        log.warning(
-            "git watch check failed; retrying next interval",
-            extra={"event": "store_watch_failed", "store": self.describe(),
-                   "kind": str(error.kind), "reason": error.message},
-        )  # fmt: skip
-        if self.on_failure is not None:
-            self.on_failure(error)
 
     def __repr__(self) -> str:
         return f"GitSource({self.describe()!r})"
@@ -352,16 +350,6 @@ def _entry(tree: Tree, name: str):  # type: ignore[no-untyped-def]
         if item.name == name:
             return item
     return None
-
-
-def _pause(seconds: float, stop: Callable[[], bool]) -> bool:
-    """Sleep in short slices; True when ``stop()`` turned true meanwhile."""
-    deadline = time.monotonic() + seconds
-    while (left := deadline - time.monotonic()) > 0:
-        if stop():
-            return True
-        time.sleep(min(_SLICE, left))
-    return stop()
 
 
 def _same(left: Fetched | Absent, right: Fetched | Absent) -> bool:

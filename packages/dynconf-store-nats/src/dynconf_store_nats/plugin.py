@@ -213,14 +213,10 @@ class NatsStoreType(StoreTypeBase):
 
     def build(self, spec: StoreSpec) -> NatsSource:
         """A source for ``spec`` (no I/O); refuses (BackendError) what :meth:`validate` refuses."""
-        from dynconf.errors import BackendError, Origin
         from dynconf_store_nats.connection import DEFAULT_TIMEOUT, ConnectSettings, load_client
         from dynconf_store_nats.source import NatsSource
 
-        description = self.describe(spec)
-        refusals = self.validate(spec)
-        if refusals:
-            raise BackendError("; ".join(refusals), origin=Origin.remote(description))
+        description = self.admit(spec)
         key = parse_key(spec.key)
         assert isinstance(key, NatsKey)
         mode = credential_mode(spec)

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from dynconf.errors import AuthError, BackendError, DynconfError, Origin, RemoteError
+from dynconf.sources import SourceSupport
 from dynconf.stores import ABSENT, Absent, Fetched, Pace, WatchCapability
 from dynconf_store_nats.connection import ConnectSettings, HomeLoop, classify, connect
 
@@ -62,10 +63,12 @@ class _Cursor:
     absent: bool = False
 
 
-class NatsSource:
+class NatsSource(SourceSupport):
     """An :class:`~dynconf.stores.AsyncRemoteSource` over one key of a JetStream KV bucket."""
 
     capability = WatchCapability.PUSH
+    failure_log = log
+    failure_message = "nats watch failed; reconnecting"
 
     def __init__(
         self,
@@ -80,7 +83,7 @@ class NatsSource:
         self._bucket = bucket
         self._key = key
         self._format = format_name
-        self._description = settings.description
+        self.description = settings.description
         self._home = HomeLoop("dynconf-nats")
         self._client: Client | None = None
         self._kv: KeyValue | None = None
@@ -93,9 +96,6 @@ class NatsSource:
         self.reconnect_base = RECONNECT_BASE
         self.connects = 0
         """How many connections the source opened (each one re-reads the credential files)."""
-
-    def describe(self) -> str:
-        return self._description
 
     async def fetch(self) -> Fetched | Absent:
         """Read the key now: its document, or ABSENT when the bucket holds no value for it."""
@@ -149,7 +149,7 @@ class NatsSource:
         except nats.js.errors.KeyNotFoundError:  # never written, deleted or purged
             return ABSENT
         except Exception as exc:
-            raise classify(exc, self._description, "reading the key") from None
+            raise classify(exc, self.description, "reading the key") from None
         return self._document(entry.value, entry.revision)
 
     async def _bucket_handle(self) -> KeyValue:
@@ -171,20 +171,20 @@ class NatsSource:
             except nats.js.errors.BucketNotFoundError:
                 await client.close()
                 raise NoSuchBucket(
-                    f"{self._description}: the bucket {self._bucket} does not exist; create it "
+                    f"{self.description}: the bucket {self._bucket} does not exist; create it "
                     f"(nats kv add {self._bucket}) — the store never creates buckets",
-                    origin=Origin.remote(self._description),
+                    origin=Origin.remote(self.description),
                 ) from None
             except nats.errors.NoRespondersError:
                 await client.close()
                 raise RemoteError(
-                    f"{self._description}: JetStream is not enabled on the server (no "
+                    f"{self.description}: JetStream is not enabled on the server (no "
                     "responder for its API); start nats-server with -js",
-                    origin=Origin.remote(self._description),
+                    origin=Origin.remote(self.description),
                 ) from None
             except Exception as exc:
                 await client.close()
-                raise classify(exc, self._description, "opening the bucket") from None
+                raise classify(exc, self.description, "opening the bucket") from None
             self._client, self._kv = client, kv
             return kv
 
@@ -224,13 +224,13 @@ class NatsSource:
                     hand(exc)
                     return
                 except Exception as exc:
-                    error = classify(exc, self._description, "watching the key")
+                    error = classify(exc, self.description, "watching the key")
                     if isinstance(error, AuthError):
                         self.connected = False
                         hand(error)
                         return
                     self.connected = False
-                    self._report(error)
+                    self.report(error)
                     pace.failed()
                     await asyncio.sleep(pace.next_wait())
                 finally:
@@ -259,10 +259,7 @@ class NatsSource:
                 entry = await watcher.updates(timeout=_SLICE)
             except nats.errors.TimeoutError:
                 if client.is_closed:
-                    raise RemoteError(
-                        f"{self._description} lost its connection; reconnecting",
-                        origin=Origin.remote(self._description),
-                    ) from None
+                    raise self.remote_error("lost its connection; reconnecting") from None
                 continue
             if entry is None:  # nats-py's marker: the opening state has been sent
                 if not settled:
@@ -274,7 +271,7 @@ class NatsSource:
             try:
                 answer = self._answer(entry)
             except RemoteError as exc:
-                self._report(exc)
+                self.report(exc)
                 cursor.revision = max(cursor.revision, entry.revision)
                 continue
             if not settled:
@@ -316,10 +313,8 @@ class NatsSource:
         try:
             text = (value or b"").decode("utf-8")
         except UnicodeDecodeError:
-            raise RemoteError(
-                f"{self._description} holds a value that is not UTF-8 text; store the "
-                "document as UTF-8",
-                origin=Origin.remote(self._description),
+            raise self.remote_error(
+                "holds a value that is not UTF-8 text; store the document as UTF-8"
             ) from None
         return Fetched(
             text=text,
@@ -327,21 +322,12 @@ class NatsSource:
             revision=None if revision is None else str(revision),
         )
 
-    def _report(self, error: DynconfError) -> None:
-        log.warning(
-            "nats watch failed; reconnecting",
-            extra={"event": "store_watch_failed", "store": self._description,
-                   "kind": str(error.kind), "reason": error.message},
-        )  # fmt: skip
-        if self.on_failure is not None:
-            self.on_failure(error)
-
     def _check_open(self) -> None:
         if self._closed:
             raise BackendError(
-                f"{self._description}: the source was closed; build a new one",
-                origin=Origin.remote(self._description),
+                f"{self.description}: the source was closed; build a new one",
+                origin=Origin.remote(self.description),
             )
 
     def __repr__(self) -> str:
-        return f"NatsSource({self._description!r})"
+        return f"NatsSource({self.description!r})"

@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Final
 
-from dynconf.errors import BackendError, Origin
 from dynconf.plugins import hookimpl
 from dynconf.stores import (
     AuthMethod,
@@ -47,20 +46,17 @@ class RedisStoreType(StoreTypeBase):
         return f"redis {shown_url(spec.endpoint)} key {spec.key}"
 
     def build(self, spec: StoreSpec) -> RedisSource:
-        refusals = self.validate(spec)
         address, _problems = parse_url(spec.endpoint)
-        if refusals or address is None:
-            raise BackendError(
-                "; ".join(refusals) or "the redis URL cannot be used",
-                origin=Origin.remote(self.describe(spec)),
-            )
+        unusable = "the redis URL cannot be used" if address is None else None
+        described = self.admit(spec, unusable=unusable)
+        assert address is not None  # admit refused it otherwise
         from dynconf_store_redis.source import RedisSource
 
         return RedisSource(
             address,
             spec.key,
             spec.extra.get("format") or format_from_key(spec.key) or "json",
-            described=self.describe(spec),
+            described=described,
             tls=spec.tls,
             timeout=spec.timeout,
         )

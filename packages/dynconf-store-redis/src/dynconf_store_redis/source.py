@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Final
 
 from dynconf.errors import AuthError, DynconfError, Origin, RemoteError
+from dynconf.sources import SourceSupport
 from dynconf.stores import ABSENT, Absent, Fetched, Pace, TlsSettings, WatchCapability
 from dynconf_store_redis.address import RedisAddress
 
@@ -47,10 +48,13 @@ class NotificationsDisabledError(RemoteError):
     """The server publishes no keyspace notifications for string writes and deletes."""
 
 
-class RedisSource:
+class RedisSource(SourceSupport):
     """Reads and watches one Redis string key holding a whole document."""
 
     capability = WatchCapability.PUSH
+    failure_log = log
+    failure_message = "redis watch failure"
+    failure_store = "redis"
 
     def __init__(
         self,
@@ -65,7 +69,7 @@ class RedisSource:
         self._address = address
         self._key = key
         self._format = format_name
-        self._described = described
+        self.description = described
         self._tls = tls or TlsSettings()
         self._timeout = timeout or DEFAULT_TIMEOUT
         self._client_instance: redis.Redis | None = None
@@ -82,8 +86,15 @@ class RedisSource:
 
     # -- protocol ---------------------------------------------------------------------
 
-    def describe(self) -> str:
-        return self._described
+    @property
+    def error_subject(self) -> str:
+        """redis errors name the key; the endpoint is in the origin (the description)."""
+        return f"redis key {self._key}"
+
+    @property
+    def auth_subject(self) -> str:
+        """A refusal says it was redis that refused, not the agent."""
+        return f"redis key {self._key}: redis"
 
     def fetch(self) -> Fetched | Absent:
         try:
@@ -94,11 +105,11 @@ class RedisSource:
         if value is None:
             return ABSENT
         if not isinstance(value, bytes):
-            raise self._remote_error("answered GET with something other than a string")
+            raise self.remote_error("answered GET with something other than a string")
         try:
             text = value.decode("utf-8")
         except UnicodeDecodeError:
-            raise self._remote_error(
+            raise self.remote_error(
                 "holds a value that is not UTF-8 text; store the document as UTF-8"
             ) from None
         return Fetched(text=text, format=self._format)
@@ -134,12 +145,12 @@ class RedisSource:
                         yield answer
                 return
             except (AuthError, NotificationsDisabledError) as error:
-                self._report(error)
+                self.report(error)
                 raise
             except RemoteError as error:
-                self._report(error)
+                self.report(error)
                 pace.failed()
-                _sleep(pace.next_wait(), stop)
+                self.pause(pace.next_wait(), stop)
             finally:
                 if subscription is not None:
                     _close_quietly(subscription)
@@ -163,7 +174,7 @@ class RedisSource:
                     break
             else:
                 _close_quietly(subscription)
-                raise self._remote_error(
+                raise self.remote_error(
                     f"did not confirm the subscription within {self._timeout:g} s"
                 )
         except Exception as exc:
@@ -181,7 +192,7 @@ class RedisSource:
             error = self._translate(exc)
             if isinstance(error, AuthError):
                 raise error from None
-            raise self._remote_error(
+            raise self.remote_error(
                 f"lost its subscription ({type(exc).__name__}); re-subscribing"
             ) from None
         return message is not None and message.get("type") == "message"
@@ -203,7 +214,7 @@ class RedisSource:
                 extra={
                     "event": "redis_notifications_unverified",
                     "store": "redis",
-                    "source": self._described,
+                    "source": self.description,
                 },
             )
             return
@@ -218,7 +229,7 @@ class RedisSource:
             f"redis key {self._key} cannot be watched: the server has keyspace notifications "
             f"off (notify-keyspace-events is {flags!r}); run CONFIG SET notify-keyspace-events "
             "K$gx (or KEA) and put it in redis.conf so a restart keeps it",
-            origin=Origin.remote(self._described),
+            origin=Origin.remote(self.description),
         )
 
     # -- the client ---------------------------------------------------------------------
@@ -280,53 +291,31 @@ class RedisSource:
             return exc
         if isinstance(exc, errors.NoPermissionError):
             if subscribing:
-                return self._auth_error(
+                return self.auth_error(
                     f"may not subscribe to {self.channel}; grant the ACL user +subscribe "
                     f"and &{self.channel} (or &__keyspace@{self._address.db}__:*)"
                 )
-            return self._auth_error(f"may not read the key; grant the ACL user ~{self._key}")
+            return self.auth_error(f"may not read the key; grant the ACL user ~{self._key}")
         if isinstance(exc, (errors.AuthenticationError, errors.AuthorizationError)):
-            return self._auth_error(
+            return self.auth_error(
                 "refused the URL's credentials; check the user and password in the URL"
             )
         if isinstance(exc, errors.TimeoutError):
-            return self._remote_error(f"did not answer within {self._timeout:g} s")
+            return self.remote_error(f"did not answer within {self._timeout:g} s")
         if isinstance(exc, errors.ConnectionError):
-            return self._remote_error(
+            return self.remote_error(
                 f"could not be reached ({self._scrub(str(exc))}); check the URL, --ca and "
                 "--tls-cert/--tls-key"
             )
         if isinstance(exc, errors.ResponseError):
             code = str(exc).split(" ", 1)[0] if str(exc) else "ERR"
-            return self._remote_error(f"answered with the error code {code}")
-        return self._remote_error(f"failed ({type(exc).__name__})")
+            return self.remote_error(f"answered with the error code {code}")
+        return self.remote_error(f"failed ({type(exc).__name__})")
 
     def _scrub(self, text: str) -> str:
         """Library text with the password removed, in case a message ever echoes it."""
         secret = self._address.password
         return text.replace(secret, "…") if secret else text
-
-    def _remote_error(self, what: str) -> RemoteError:
-        return RemoteError(f"redis key {self._key} {what}", origin=Origin.remote(self._described))
-
-    def _auth_error(self, what: str) -> AuthError:
-        return AuthError(
-            f"redis key {self._key}: redis {what}", origin=Origin.remote(self._described)
-        )
-
-    def _report(self, error: DynconfError) -> None:
-        log.warning(
-            "redis watch failure",
-            extra={
-                "event": "store_watch_failed",
-                "store": "redis",
-                "source": self._described,
-                "kind": error.kind.value,
-                "reason": error.message,
-            },
-        )
-        if self.on_failure is not None:
-            self.on_failure(error)
 
 
 def _moved(last: Fetched | Absent, answer: Fetched | Absent) -> bool:
@@ -338,12 +327,3 @@ def _moved(last: Fetched | Absent, answer: Fetched | Absent) -> bool:
 def _close_quietly(closable: Any) -> None:
     with contextlib.suppress(Exception):  # a dead connection may refuse to close
         closable.close()
-
-
-def _sleep(seconds: float, stop: Callable[[], bool]) -> None:
-    deadline = time.monotonic() + seconds
-    while not stop():
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return
-        time.sleep(min(STOP_SLICE, left))

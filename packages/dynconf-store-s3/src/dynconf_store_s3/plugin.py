@@ -180,13 +180,9 @@ class S3StoreType(StoreTypeBase):
 
     def build(self, spec: StoreSpec) -> S3Source:
         """A source for ``spec`` (no I/O); refuses (BackendError) what :meth:`validate` refuses."""
-        from dynconf.errors import BackendError, Origin
         from dynconf_store_s3.source import DEFAULT_TIMEOUT, S3Settings, S3Source
 
-        description = self.describe(spec)
-        refusals = self.validate(spec)
-        if refusals:
-            raise BackendError("; ".join(refusals), origin=Origin.remote(description))
+        description = self.admit(spec)
         key = spec.key.lstrip("/")
         settings = S3Settings(
             bucket=spec.endpoint.strip(),

@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from dynconf.errors import AuthError, DynconfError, Origin, RemoteError
+from dynconf.errors import AuthError, DynconfError
+from dynconf.sources import SourceSupport
 from dynconf.stores import (
     ABSENT,
     Absent,
@@ -45,7 +45,6 @@ __all__ = ["AUTH_CODES", "DEFAULT_TIMEOUT", "FailureSink", "S3Settings", "S3Sour
 DEFAULT_TIMEOUT: Final = 10.0
 """Seconds for connecting and for each read of one attempt (botocore retries 3 times)."""
 MAX_ATTEMPTS: Final = 3
-_SLICE: Final = 0.25
 
 AUTH_CODES: Final = frozenset(
     {
@@ -87,14 +86,16 @@ class _Head:
     """None when the object is absent."""
 
 
-class S3Source:
+class S3Source(SourceSupport):
     """A blocking :class:`~dynconf.stores.RemoteSource` over one S3 object."""
 
     capability = WatchCapability.CONDITIONAL
+    failure_log = log
+    failure_message = "s3 watch check failed; retrying"
 
     def __init__(self, settings: S3Settings, *, on_failure: FailureSink | None = None) -> None:
         self._settings = settings
-        self._description = settings.description
+        self.description = settings.description
         self._client: Any = None
         self.on_failure = on_failure
         self.on_watching: Callable[[], None] | None = None
@@ -108,9 +109,6 @@ class S3Source:
         if self._client is None:
             self._client = self._build_client()
         return self._client
-
-    def describe(self) -> str:
-        return self._description
 
     def fetch(self) -> Fetched | Absent:
         """Read the object now: its document, or ABSENT when there is no such object."""
@@ -146,9 +144,9 @@ class S3Source:
                 raise
             except DynconfError as exc:
                 self.connected = False
-                self._report(exc)
+                self.report(exc)
                 pace.failed()
-            if self._pause(pace.next_wait(), stop):
+            if self.pause(pace.next_wait(), stop):
                 return
 
     def close(self) -> None:
@@ -167,14 +165,14 @@ class S3Source:
         verify: bool | str = True
         if tls.ca_file:
             if not Path(tls.ca_file).is_file():
-                raise self._remote(
+                raise self.remote_error(
                     f"--ca {tls.ca_file} is not a readable file; mount it or fix the path"
                 )
             verify = tls.ca_file
         elif tls.skip_verify:
             log.warning(
                 "s3 TLS verification is off (--tls-skip-verify)",
-                extra={"event": "store_tls_skip_verify", "store": self._description},
+                extra={"event": "store_tls_skip_verify", "store": self.description},
             )
             verify = False
         session = botocore.session.get_session()
@@ -217,7 +215,7 @@ class S3Source:
             raise self._classified(exc) from None
         etag_header = answer.get("ETag")
         if not etag_header:
-            raise self._remote("answered a HEAD without an ETag; is a proxy in front of it?")
+            raise self.remote_error("answered a HEAD without an ETag; is a proxy in front of it?")
         return _Head(str(etag_header).strip('"'))
 
     def _get(self) -> Fetched | Absent:
@@ -232,7 +230,7 @@ class S3Source:
         try:
             data = body.read()
         except Exception:
-            raise self._remote(
+            raise self.remote_error(
                 "dropped the connection while sending the object; retrying"
             ) from None
         finally:
@@ -240,7 +238,7 @@ class S3Source:
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError:
-            raise self._remote(
+            raise self.remote_error(
                 "holds an object that is not UTF-8 text; store the document as UTF-8"
             ) from None
         etag = answer.get("ETag")
@@ -263,69 +261,48 @@ class S3Source:
                 str(error.get("Code", "")), int(meta.get("HTTPStatusCode", 0))
             ) from None
         except bex.NoCredentialsError:
-            raise self._remote(
+            raise self.remote_error(
                 "found no AWS credentials: give the pod an IAM role (IRSA) or set "
                 "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (the aws-secret annotation)"
             ) from None
         except bex.SSLError:
-            raise self._remote(
+            raise self.remote_error(
                 "refused the TLS handshake; check --ca (the CA that signed the server's "
                 "certificate) and that the --api-url host is named in it"
             ) from None
         except (bex.ConnectTimeoutError, bex.ReadTimeoutError):
-            raise self._remote(
+            raise self.remote_error(
                 f"did not answer within the {self._settings.timeout:g} s timeout; check the "
                 "server is up, or raise --timeout"
             ) from None
         except (bex.EndpointConnectionError, bex.ConnectionError):
-            raise self._remote(
+            raise self.remote_error(
                 "cannot be reached; check --api-url (or the region) and that the server runs"
             ) from None
         except bex.BotoCoreError as exc:
-            raise self._remote(f"request failed ({type(exc).__name__})") from None
+            raise self.remote_error(f"request failed ({type(exc).__name__})") from None
         return result
 
     def _classified(self, answered: _Answered) -> DynconfError:
         code, status = answered.code, answered.status
         if code in AUTH_CODES:
-            return AuthError(
-                f"{self._description} refused the credential ({code}); grant the role "
-                "s3:GetObject on the object, or replace the access keys",
-                origin=Origin.remote(self._description),
+            return self.auth_error(
+                f"refused the credential ({code}); grant the role "
+                "s3:GetObject on the object, or replace the access keys"
             )
         if code == "NoSuchBucket":
-            return self._remote(
+            return self.remote_error(
                 "has no such bucket (NoSuchBucket); check the endpoint (the bucket name) and "
                 "the region or --api-url"
             )
         if code == "RequestTimeTooSkewed":
-            return self._remote("refused the request: the clock is skewed; fix the node's time")
-        return self._remote(f"answered {status} ({code or 'no code'}); retrying")
-
-    def _report(self, error: DynconfError) -> None:
-        log.warning(
-            "s3 watch check failed; retrying",
-            extra={"event": "store_watch_failed", "store": self._description,
-                   "kind": str(error.kind), "reason": error.message},
-        )  # fmt: skip
-        if self.on_failure is not None:
-            self.on_failure(error)
-
-    @staticmethod
-    def _pause(seconds: float, stop: Callable[[], bool]) -> bool:
-        """Sleep in short slices; True when ``stop()`` turned true meanwhile."""
-        deadline = time.monotonic() + seconds
-        while (left := deadline - time.monotonic()) > 0:
-            if stop():
-                return True
-            time.sleep(min(_SLICE, left))
-        return stop()
-
-    def _remote(self, what: str) -> RemoteError:
-        return RemoteError(f"{self._description} {what}", origin=Origin.remote(self._description))
+            return self.remote_error(
+                "refused the request: the clock is skewed; fix the node's time"
+            )
+        return self.remote_error(f"answered {status} ({code or 'no code'}); retrying")
 
     def __repr__(self) -> str:
-        return f"S3Source({self._description!r})"
+        return f"S3Source({self.description!r})"
 
 
 class _Answered(Exception):

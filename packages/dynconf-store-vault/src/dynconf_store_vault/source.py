@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Final
 from urllib.parse import parse_qsl
 
 from dynconf.errors import AuthError, DynconfError, Origin, RemoteError
+from dynconf.sources import SourceSupport
 from dynconf.stores import (
     ABSENT,
     Absent,
@@ -43,7 +43,6 @@ from dynconf_store_vault.transport import Answer, Transport
 __all__ = ["DEFAULT_TIMEOUT", "VaultSource", "describe_spec", "split_key"]
 
 DEFAULT_TIMEOUT: Final = 10.0
-SLICE: Final = 0.25
 """Sleeps are cut into slices this long so ``stop()`` is noticed within it."""
 
 log = logging.getLogger("dynconf.store.vault")
@@ -68,17 +67,29 @@ def describe_spec(spec: StoreSpec) -> str:
     return text
 
 
-class VaultSource:
+class VaultSource(SourceSupport):
     """A blocking Vault client for one key; see the module docstring for what it reads.
 
     ``on_failure``, when set, is told about every failure a watch survives by retrying
     (the agent counts them); a recovery is silent.
     """
 
+    failure_log = log
+    failure_message = "store_failure"
+
+    def failure_fields(self, error: DynconfError) -> dict[str, object]:
+        """Vault logs its own ``store_failure`` event (kept so existing log queries match)."""
+        return {
+            "event": "store_failure",
+            "kind": error.kind.value,
+            "store": "vault",
+            "reason": error.message,
+        }
+
     def __init__(self, spec: StoreSpec) -> None:
         self._spec = spec
-        self._description = describe_spec(spec)
-        self._origin = Origin.remote(self._description)
+        self.description = describe_spec(spec)
+        self._origin = Origin.remote(self.description)
         self._mount, self._path, self._params = split_key(spec.key)
         self._dynamic = spec.dynamic
         self.capability = WatchCapability.INTERVAL if spec.dynamic else WatchCapability.CONDITIONAL
@@ -101,9 +112,6 @@ class VaultSource:
         self._mount_checked = False
 
     # -- the protocol -------------------------------------------------------------------
-
-    def describe(self) -> str:
-        return self._description
 
     def fetch(self) -> Fetched | Absent:
         """Read the document now (KV v2 latest version, or a fresh dynamic secret)."""
@@ -343,8 +351,8 @@ class VaultSource:
                 raise
             except DynconfError as error:
                 pace.failed()
-                self._report(error)
-            _sleep(pace.next_wait() if pace.failures else interval, stop)
+                self.report(error)
+            self.pause(pace.next_wait() if pace.failures else interval, stop)
 
     # -- dynamic --------------------------------------------------------------------------
 
@@ -395,10 +403,10 @@ class VaultSource:
                     raise
                 except DynconfError as error:
                     pace.failed()
-                    self._report(error)
-                    _sleep(pace.next_wait(), stop)
+                    self.report(error)
+                    self.pause(pace.next_wait(), stop)
                 continue
-            if not _sleep(0.0 if reissue else schedule.due_in(), stop):
+            if self.pause(0.0 if reissue else schedule.due_in(), stop):
                 return
             if schedule.action is LeaseAction.NONE:
                 continue
@@ -412,7 +420,7 @@ class VaultSource:
                     except RemoteError as error:
                         self.lease_renewal_failures += 1
                         reissue = True
-                        self._report(error)
+                        self.report(error)
                 fresh = self._issue()
                 reissue = False
                 pace.succeeded()
@@ -422,21 +430,8 @@ class VaultSource:
             except DynconfError as error:
                 pace.failed()
                 reissue = True
-                self._report(error)
-                _sleep(schedule.bounded(pace.next_wait()), stop)
-
-    def _report(self, error: DynconfError) -> None:
-        log.warning(
-            "store_failure",
-            extra={
-                "event": "store_failure",
-                "kind": error.kind.value,
-                "store": "vault",
-                "reason": error.message,
-            },
-        )
-        if self.on_failure is not None:
-            self.on_failure(error)
+                self.report(error)
+                self.pause(schedule.bounded(pace.next_wait()), stop)
 
 
 class _NotKvV2(RemoteError):
@@ -447,15 +442,3 @@ def _seconds(value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
         return 0.0
     return float(value)
-
-
-def _sleep(seconds: float, stop: Callable[[], bool]) -> bool:
-    """Sleep in slices; ``False`` when ``stop()`` turned true."""
-    end = time.monotonic() + max(seconds, 0.0)
-    while True:
-        if stop():
-            return False
-        left = end - time.monotonic()
-        if left <= 0:
-            return True
-        time.sleep(min(SLICE, left))
