@@ -76,7 +76,9 @@ class Watch:
         self.failures: list[Any] = []
         self.error: BaseException | None = None
         self._stop = threading.Event()
+        self.watching = threading.Event()
         source.on_failure = self.failures.append
+        source.on_watching = self.watching.set
         self.thread = threading.Thread(target=self._run, args=(interval,), daemon=True)
         self.thread.start()
 
@@ -89,6 +91,10 @@ class Watch:
 
     def next(self, timeout: float = 10.0) -> Any:
         return self.items.get(timeout=timeout)
+
+    def wait_watching(self, timeout: float = 10.0) -> None:
+        """Block until the watch has made its first observation (a poll that succeeded)."""
+        assert self.watching.wait(timeout), "the watch never completed a poll"
 
     def quiet(self, seconds: float) -> bool:
         import queue

@@ -54,7 +54,8 @@ def test_starting_value_is_not_announced(aws_env, bucket, watcher):
 
 def test_watch_of_a_missing_object_delivers_its_creation(aws_env, bucket, watcher):
     watch = watcher(s3_source(bucket, KEY, api_url=aws_env.endpoint_url), interval=0.1)
-    assert watch.quiet(0.5)
+    watch.wait_watching()  # the object's absence is observed before it is created
+    assert watch.quiet(0.3)
     aws_env.client.put_object(Bucket=bucket, Key=KEY, Body=b'{"born": true}')
     assert watch.next().text == '{"born": true}'
 
