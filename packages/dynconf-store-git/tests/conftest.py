@@ -153,7 +153,7 @@ class Watch:
         finally:
             self.finished.set()
 
-    def next(self, timeout: float = 15.0) -> Fetched | Absent:
+    def next(self, timeout: float = 30.0) -> Fetched | Absent:
         return self.delivered.get(timeout=timeout)
 
     def quiet(self, seconds: float) -> bool:
