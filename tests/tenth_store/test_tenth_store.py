@@ -167,8 +167,15 @@ def test_a_lock_without_it_makes_the_agent_refuse_the_source_by_name(
     endpoint, served = server
     out = tmp_path / "app.json"
     result = _agent(install, install.lock_without, endpoint, out)
-    assert result.returncode != 0
-    assert "http" in result.stderr
+    assert result.returncode == 1
+    # a fatal start-up refusal is one JSON log line saying why
+    reasons = [
+        json.loads(line).get("reason", "")
+        for line in result.stdout.splitlines()
+        if line.startswith("{") and '"agent_failed"' in line
+    ]
+    assert reasons
+    assert reasons[0].startswith("the http store is not in this agent's plugin lock")
     assert not out.exists()
     assert served.statuses == []
 
