@@ -1,12 +1,15 @@
 """``scripts/testenv``: install, start and stop the real loopback servers the test suite uses.
 
-Each area module (``stores``, and when present ``kube`` and ``tools``) exposes two tables:
+Each area module (``stores``, and when present ``kube``, ``tools`` and ``vault``) exposes two
+tables:
 
 - ``INSTALLERS: dict[str, Callable[[Context], None]]`` -- idempotent, cached under the cache dir;
 - ``SERVERS: dict[str, Callable[[Context], dict[str, str]]]`` -- start one server (spawned through
   ``Context.spawn`` so ``stop`` finds it) and return the ``KEY=VALUE`` values to publish;
 - optionally ``NEEDS: dict[str, list[str]]`` -- the installers a server needs before it starts
-  (default: the installer of the same name, if there is one).
+  (default: the installer of the same name, if there is one);
+- optionally ``STORE_SERVERS: list[str]`` -- servers of a non-``stores`` area that a bare
+  ``start`` starts too (every ``stores`` server is one).
 
 The dispatcher merges them; ``start`` installs what a server needs first, so a developer can run
 ``scripts/testenv start vault`` (or a fixture can) on a machine where ``install`` never ran.
@@ -36,7 +39,7 @@ from .common import (
 
 __all__ = ["Context", "TestenvError", "main"]
 
-AREAS = ("stores", "kube", "tools")
+AREAS = ("stores", "kube", "tools", "vault")
 """Area modules, in install order; only ``stores`` must exist."""
 
 
@@ -56,6 +59,7 @@ class Registry:
         self.needs.update(getattr(module, "NEEDS", {}))
         if area == "stores":
             self.store_servers.extend(servers)
+        self.store_servers.extend(getattr(module, "STORE_SERVERS", []))
 
     def needed(self, server: str) -> list[str]:
         if server in self.needs:

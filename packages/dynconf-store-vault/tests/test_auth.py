@@ -1,9 +1,16 @@
-"""Each auth method against a real OpenBao (LDAP against slapd), and the token lifecycle."""
+"""Each auth method against a real OpenBao (LDAP: HashiCorp Vault and slapd), and the token lifecycle."""
 
 from __future__ import annotations
 
 import json
+import logging
+import os
+import subprocess
+import sys
 import time
+import traceback
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +18,7 @@ import pytest
 from vault_testlib import SpecFactory, make_signing_key, sign_jwt
 
 from dynconf.errors import AuthError
-from dynconf.stores import Fetched
+from dynconf.stores import Fetched, StoreSpec
 from dynconf_store_vault import VAULT_STORE
 
 pytestmark = pytest.mark.vault
@@ -198,40 +205,108 @@ def test_userpass_wrong_password_is_an_auth_error(
         source.fetch()
 
 
-def _has_auth_plugin(vault_server: Any, plugin: str) -> bool:
-    catalog = vault_server.client.read("sys/plugins/catalog")["data"]
-    return plugin in catalog.get("auth", [])
+# ---------------------------------------------------------------------------- ldap (slapd)
+# OpenBao has no ldap auth method (it moved to openbao-plugins, which no registry here serves):
+# these run on HashiCorp Vault, built from the Go module proxy (`scripts/testenv` vault-hashicorp).
+AGENT = Path(sys.executable).with_name("dynamic-config-agent")
+PLANTED_LDAP_PASSWORD = "ldap-password-planted-c41d7e"
 
 
-@pytest.mark.ldap
-def test_ldap_logs_in_against_slapd(
-    vault_server: Any, ldap_server: Any, spec_for: SpecFactory, read_policy: str,
-    enabled_auth: Any, name: str,
-) -> None:
-    if not _has_auth_plugin(vault_server, "ldap"):
-        pytest.skip(
-            "this OpenBao build has no ldap auth plugin (OpenBao moved it to openbao-plugins, "
-            "which no registry here serves); test_ldap_login_speaks_the_ldap_wire_shape covers "
-            "the request"
+@dataclass(frozen=True)
+class LdapMount:
+    """An ldap auth mount on HashiCorp Vault bound to slapd; ``cfg-readers`` may read ``key``."""
+
+    addr: str
+    mount: str
+    key: str
+    user: str
+    password: str = field(repr=False)
+
+    def spec(self, **fields: Any) -> StoreSpec:
+        fields.setdefault("password", self.password)
+        return StoreSpec(source="vault", endpoint=self.addr, key=self.key, auth="ldap",
+                         auth_mount=self.mount, auth_username=self.user, **fields)
+
+    def agent(self, out: Path, password: str) -> subprocess.CompletedProcess[str]:
+        """``dynamic-config-agent --source vault --auth ldap``, rendering once; password from env."""
+        env = {**os.environ, "DYNAMIC_CONFIG_AGENT_PASSWORD": password}
+        env.pop("DYNAMIC_CONFIG_AGENT_TOKEN", None)
+        env.pop("DYNCONF_PLUGIN_LOCK", None)
+        return subprocess.run(
+            [str(AGENT), "--source", "vault", "--endpoint", self.addr, "--key", self.key,
+             "--out", str(out), "--auth", "ldap", "--auth-mount", self.mount,
+             "--auth-username", self.user, "--timeout", "10"],
+            env=env, capture_output=True, text=True, timeout=60, check=False,
         )
-    seed(vault_server, name)
-    mount = enabled_auth("ldap")
-    client = vault_server.client
+
+
+@pytest.fixture
+def ldap_mount(vault_hashicorp_server: Any, ldap_server: Any, name: str) -> Iterator[LdapMount]:
+    client = vault_hashicorp_server.client
+    client.secrets.kv.v2.create_or_update_secret(name, secret={"owner": name})
+    policy = f"read-{name}"
+    client.sys.create_or_update_policy(
+        name=policy,
+        policy=f'path "secret/data/{name}" {{ capabilities = ["read"] }}\n'
+        f'path "secret/metadata/{name}" {{ capabilities = ["read"] }}\n',
+    )
+    mount = f"ldap-{name}"
+    client.sys.enable_auth_method("ldap", path=mount)
     client.write(
         f"auth/{mount}/config", url=ldap_server.url, userdn=ldap_server.users_dn, userattr="uid",
         binddn=ldap_server.bind_dn, bindpass=ldap_server.bind_password,
         groupdn=ldap_server.groups_dn, groupattr="cn",
         groupfilter="(&(objectClass=groupOfNames)(member={{.UserDN}}))",
     )
-    client.write(f"auth/{mount}/groups/cfg-readers", policies=read_policy)
-    source = VAULT_STORE.build(spec_for(f"secret/{name}", auth="ldap", auth_mount=mount,
-                                        auth_username=ldap_server.user,
-                                        password=ldap_server.user_password))
+    client.write(f"auth/{mount}/groups/cfg-readers", policies=policy)
+    try:
+        yield LdapMount(addr=vault_hashicorp_server.addr, mount=mount, key=f"secret/{name}",
+                        user=ldap_server.user, password=ldap_server.user_password)
+    finally:
+        client.sys.disable_auth_method(mount)
+        client.secrets.kv.v2.delete_metadata_and_all_versions(name)
+
+
+@pytest.mark.ldap
+def test_ldap_logs_in_against_slapd(ldap_mount: LdapMount, name: str) -> None:
+    # the read policy reaches the token only through alice's cfg-readers group in slapd
+    source = VAULT_STORE.build(ldap_mount.spec())
     assert fetched_owner(source) == name
-    wrong = VAULT_STORE.build(spec_for(f"secret/{name}", auth="ldap", auth_mount=mount,
-                                       auth_username=ldap_server.user, password="wrong"))
-    with pytest.raises(AuthError):
-        wrong.fetch()
+    assert source.keeper.logins == 1
+
+
+@pytest.mark.ldap
+def test_agent_renders_with_auth_ldap_and_the_password_from_the_environment(
+    ldap_mount: LdapMount, name: str, tmp_path: Path
+) -> None:
+    out = tmp_path / "app.json"
+    result = ldap_mount.agent(out, ldap_mount.password)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert json.loads(out.read_text()) == {"owner": name}
+    assert ldap_mount.password not in result.stdout + result.stderr
+
+
+@pytest.mark.ldap
+def test_ldap_wrong_password_is_an_auth_error_that_never_shows_it(
+    ldap_mount: LdapMount, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    spec = ldap_mount.spec(password=PLANTED_LDAP_PASSWORD)
+    source = VAULT_STORE.build(spec)
+    with pytest.raises(AuthError, match="refused the ldap login") as refused:
+        source.fetch()
+    assert source.keeper.logins == 0
+    texts = [str(refused.value), repr(refused.value),
+             "".join(traceback.format_exception(refused.value)), repr(spec), source.describe(),
+             repr(source.keeper), caplog.text]
+    result = ldap_mount.agent(tmp_path / "app.json", PLANTED_LDAP_PASSWORD)
+    assert result.returncode != 0
+    assert "ldap" in result.stdout + result.stderr
+    assert not (tmp_path / "app.json").exists()
+    texts += [result.stdout, result.stderr]
+    everything = "\n".join(texts)
+    assert PLANTED_LDAP_PASSWORD not in everything
+    assert ldap_mount.password not in everything
 
 
 def test_ldap_login_speaks_the_ldap_wire_shape(
