@@ -26,6 +26,7 @@ import logging
 import os
 import random
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -67,6 +68,9 @@ class RotationSettings:
     check_seconds: float = 15.0
     lease_seconds: float = 30.0
     extra_names: tuple[str, ...] = ()
+    bundle_settle_seconds: float = 5.0
+    """How long the widened caBundle is given to reach every API server's webhook client
+    (an informer, so not instant) before any replica can serve a leaf of the new CA."""
     """More leaf SANs (an IP or a DNS name) for a webhook reached other than by its Service."""
 
     @classmethod
@@ -333,6 +337,8 @@ class SelfRotation:
         ]
         if ops:
             admission.patch_mutating_webhook_configuration(s.mwc, ops)
+            if previous_ca:
+                time.sleep(s.bundle_settle_seconds)
         if not self._still_leading(api_client, "secret"):
             return False
         body = {
