@@ -10,11 +10,8 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import shutil
-import socket
 import subprocess
-import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -25,19 +22,14 @@ from typing import Any
 
 import pytest
 
-from dynconf.stores import Absent, Fetched, StoreSpec, TlsSettings
+from dynconf.stores import StoreSpec, TlsSettings
 from dynconf_store_etcd import ETCD_STORE
 from dynconf_store_etcd.source import EtcdSource
 from tests.fixtures.relay import Relay, relay_factory
+from tests.fixtures.watch import WatchDriver, free_port
 
 CACHE = Path(os.environ.get("DYNCONF_TESTENV_CACHE", Path.home() / ".cache" / "dynconf-testenv"))
 ETCD_BIN = CACHE / "debs" / "etcd" / "usr" / "bin"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def build(endpoint: str, key: str, **fields: Any) -> EtcdSource:
@@ -47,51 +39,8 @@ def build(endpoint: str, key: str, **fields: Any) -> EtcdSource:
     return ETCD_STORE.build(spec)
 
 
-class Watch:
-    """Drives ``source.changes`` on a thread; answers and the raised error land in a queue."""
-
-    def __init__(self, source: EtcdSource, interval: float = 30.0) -> None:
-        self.source = source
-        self.stop = threading.Event()
-        self.answers: queue.Queue[Fetched | Absent | BaseException] = queue.Queue()
-        self.watching = threading.Semaphore(0)
-        self.failures: list[Exception] = []
-        source.on_watching = self.watching.release
-        source.on_failure = self.failures.append
-        self.thread = threading.Thread(target=self._run, args=(interval,), daemon=True)
-
-    def _run(self, interval: float) -> None:
-        try:
-            for answer in self.source.changes(interval, self.stop.is_set):
-                self.answers.put(answer)
-        except BaseException as exc:
-            self.answers.put(exc)
-
-    def __enter__(self) -> Watch:
-        self.thread.start()
-        self.wait_watching()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        self.thread.join(5)
-        self.source.close()
-
-    def wait_watching(self, timeout: float = 15.0) -> None:
-        assert self.watching.acquire(timeout=timeout), "the watch was not established in time"
-
-    def next(self, timeout: float = 10.0) -> Fetched | Absent:
-        answer = self.answers.get(timeout=timeout)
-        if isinstance(answer, BaseException):
-            raise answer
-        return answer
-
-    def quiet(self, seconds: float = 0.6) -> bool:
-        try:
-            self.answers.get(timeout=seconds)
-        except queue.Empty:
-            return True
-        return False
+Watch = WatchDriver
+"""The shared driver under the name these tests use."""
 
 
 @dataclass

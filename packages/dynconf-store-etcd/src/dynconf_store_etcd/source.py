@@ -84,10 +84,6 @@ class EtcdSource(SourceSupport):
         self._client_instance: Etcd3Client | None = None
         self._token: str | None = None
         self._lock = threading.Lock()
-        self.on_failure: Callable[[DynconfError], None] | None = None
-        """Called with each failure the watch survives (the agent counts them)."""
-        self.on_watching: Callable[[], None] | None = None
-        """Called each time the watch stream is (re)established and primed."""
 
     # -- protocol ---------------------------------------------------------------------
 

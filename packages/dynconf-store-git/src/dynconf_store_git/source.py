@@ -77,8 +77,6 @@ class GitSource(SourceSupport):
         self._commit: str | None = None
         self._refused: str | None = None
         self.on_failure = on_failure
-        self.on_watching: Callable[[], None] | None = None
-        """Told after each check that reached the remote, so a caller's staleness is exact."""
         self.connected = False
         """True while the watch's last check reached the remote (``watch_connected``)."""
         self.transfers = 0

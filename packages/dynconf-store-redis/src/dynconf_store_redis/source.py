@@ -74,10 +74,6 @@ class RedisSource(SourceSupport):
         self._timeout = timeout or DEFAULT_TIMEOUT
         self._client_instance: redis.Redis | None = None
         self._lock = threading.Lock()
-        self.on_failure: Callable[[DynconfError], None] | None = None
-        """Called with each failure the watch survives (the agent counts them)."""
-        self.on_watching: Callable[[], None] | None = None
-        """Called each time the subscription is (re)established and primed."""
 
     @property
     def channel(self) -> str:

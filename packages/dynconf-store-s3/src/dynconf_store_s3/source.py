@@ -98,8 +98,6 @@ class S3Source(SourceSupport):
         self.description = settings.description
         self._client: Any = None
         self.on_failure = on_failure
-        self.on_watching: Callable[[], None] | None = None
-        """Told after each successful check, so a caller's staleness is exact."""
         self.connected = False
         """True while the watch's last check succeeded."""
 

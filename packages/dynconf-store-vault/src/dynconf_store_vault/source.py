@@ -103,9 +103,6 @@ class VaultSource(SourceSupport):
         self.keeper = TokenKeeper(
             self._transport, login_for(spec, self._origin), spec.token, self._origin
         )
-        self.on_failure: Callable[[DynconfError], None] | None = None
-        self.on_watching: Callable[[], None] | None = None
-        """Told after each successful version check, so a caller's staleness is exact."""
         self.lease_renewals = 0
         self.lease_renewal_failures = 0
         self._schedule: LeaseSchedule | None = None
