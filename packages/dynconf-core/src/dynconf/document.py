@@ -8,6 +8,10 @@ The merge rule is the engine's only one: tables merge key by key at every depth;
 else (scalar, array, null) replaces what was below it whole. ``bool`` is never confused
 with ``int`` (Python's ``True == 1`` is the trap), which is why comparisons here go through
 :func:`same_value`.
+
+Every walker here is iterative (an explicit stack), so a deep document costs memory in
+proportion to its size and never a ``RecursionError``; a dotted path longer than
+:data:`dynconf.limits.MAX_DEPTH` segments is refused where it is split.
 """
 
 from __future__ import annotations
@@ -18,7 +22,8 @@ import math
 from collections.abc import Iterator, Mapping
 from typing import Any, TypeAlias
 
-from dynconf.errors import TypeMismatchError
+from dynconf.errors import LimitError, TypeMismatchError
+from dynconf.limits import MAX_DEPTH, shown
 
 __all__ = [
     "Document",
@@ -48,7 +53,9 @@ Document: TypeAlias = dict[str, Any]
 def split_path(path: str) -> list[str]:
     """Split a dotted path into segments, refusing empty segments and ``::``.
 
-    ``""`` is the whole document and splits to ``[]``.
+    ``""`` is the whole document and splits to ``[]``. A path of more than
+    :data:`~dynconf.limits.MAX_DEPTH` segments is refused with a
+    :class:`~dynconf.errors.LimitError`.
     """
     if path == "":
         return []
@@ -63,6 +70,12 @@ def split_path(path: str) -> list[str]:
         raise TypeMismatchError(
             f"the path `{path}` has an empty segment; write segments separated by single dots",
             path=path,
+        )
+    if len(segments) > MAX_DEPTH:
+        raise LimitError(
+            f"the path `{shown(path)}` has more than {MAX_DEPTH} segments, past the nesting "
+            "limit; shorten it",
+            path=join_path(segments[: MAX_DEPTH + 1]),
         )
     return segments
 
@@ -117,13 +130,27 @@ def expand_paths(flat: Mapping[str, Value]) -> Document:
     return tree
 
 
+def _shallow(value: Value) -> Value:
+    if isinstance(value, dict):
+        return dict(value)
+    if isinstance(value, list):
+        return list(value)
+    return value
+
+
 def deep_copy(value: Value) -> Value:
     """A structural copy of a document value (tables and arrays copied, scalars shared)."""
-    if isinstance(value, dict):
-        return {key: deep_copy(child) for key, child in value.items()}
-    if isinstance(value, list):
-        return [deep_copy(child) for child in value]
-    return value
+    top = _shallow(value)
+    stack = [top] if top is not value else []
+    while stack:
+        container = stack.pop()
+        keys = container.keys() if isinstance(container, dict) else range(len(container))
+        for key in keys:
+            copied = _shallow(container[key])
+            if copied is not container[key]:
+                container[key] = copied
+                stack.append(copied)
+    return top
 
 
 def deep_merge(base: Document, overlay: Mapping[str, Value]) -> Document:
@@ -132,23 +159,31 @@ def deep_merge(base: Document, overlay: Mapping[str, Value]) -> Document:
     Tables merge key by key at every depth; any other overlay value replaces whole. An
     empty overlay table over a populated table changes nothing.
     """
-    for key, value in overlay.items():
-        below = base.get(key)
-        if isinstance(value, dict) and isinstance(below, dict):
-            deep_merge(below, value)
-        else:
-            base[key] = deep_copy(value)
+    stack: list[tuple[Document, Mapping[str, Value]]] = [(base, overlay)]
+    while stack:
+        into, over = stack.pop()
+        for key, value in over.items():
+            below = into.get(key)
+            if isinstance(value, dict) and isinstance(below, dict):
+                stack.append((below, value))
+            else:
+                into[key] = deep_copy(value)
     return base
 
 
 def walk_leaves(document: Mapping[str, Value], prefix: str = "") -> Iterator[tuple[str, Value]]:
-    """Yield ``(dotted path, value)`` for every leaf; an empty table is a leaf."""
-    for key, value in document.items():
-        path = f"{prefix}.{key}" if prefix else key
-        if isinstance(value, dict) and value:
-            yield from walk_leaves(value, path)
-        else:
+    """Yield ``(dotted path, value)`` for every leaf, in order; an empty table is a leaf."""
+    stack: list[tuple[str, Iterator[tuple[str, Value]]]] = [(prefix, iter(document.items()))]
+    while stack:
+        here, items = stack[-1]
+        for key, value in items:
+            path = f"{here}.{key}" if here else key
+            if isinstance(value, dict) and value:
+                stack.append((path, iter(value.items())))
+                break
             yield path, value
+        else:
+            stack.pop()
 
 
 def leaf_paths(document: Mapping[str, Value]) -> list[str]:
@@ -158,19 +193,27 @@ def leaf_paths(document: Mapping[str, Value]) -> list[str]:
 
 def same_value(left: Value, right: Value) -> bool:
     """Structural equality that keeps bool, int and float apart (``True != 1 != 1.0``)."""
-    if type(left) is not type(right):
-        return False
-    if isinstance(left, dict):
-        return left.keys() == right.keys() and all(same_value(left[k], right[k]) for k in left)
-    if isinstance(left, list):
-        return len(left) == len(right) and all(
-            same_value(a, b) for a, b in zip(left, right, strict=True)
-        )
-    if isinstance(left, float):
-        if math.isnan(left) and math.isnan(right):
-            return True
-        return left == right and math.copysign(1.0, left) == math.copysign(1.0, right)
-    return bool(left == right)
+    pending = [(left, right)]
+    while pending:
+        a, b = pending.pop()
+        if type(a) is not type(b):
+            return False
+        if isinstance(a, dict):
+            if a.keys() != b.keys():
+                return False
+            pending.extend((a[key], b[key]) for key in a)
+        elif isinstance(a, list):
+            if len(a) != len(b):
+                return False
+            pending.extend(zip(a, b, strict=True))
+        elif isinstance(a, float):
+            if not (math.isnan(a) and math.isnan(b)) and not (
+                a == b and math.copysign(1.0, a) == math.copysign(1.0, b)
+            ):
+                return False
+        elif a != b:
+            return False
+    return True
 
 
 def _canonical(value: Value) -> Value:

@@ -24,6 +24,7 @@ __all__ = [
     "ErrorKind",
     "InvalidError",
     "IoError",
+    "LimitError",
     "MissingError",
     "NotInitialisedError",
     "Origin",
@@ -147,6 +148,16 @@ class ParseError(DynconfError):
     """Text that is not a valid document of its format (line and column, never the text)."""
 
     kind = ErrorKind.PARSE
+
+
+class LimitError(ParseError):
+    """A document past one of the engine's limits (:mod:`dynconf.limits`).
+
+    Nesting deeper than ``MAX_DEPTH``, an integer longer than ``MAX_INTEGER_DIGITS``, a
+    YAML alias expansion past ``MAX_YAML_VALUES``, or a lone surrogate (text with no UTF-8
+    spelling). Raised when a document is parsed and again before one is written, so a
+    document built in Python is held to the same limits; ``path`` names where.
+    """
 
 
 class MissingError(DynconfError):

@@ -27,6 +27,7 @@ from dynconf.errors import (
     Origin,
     TypeMismatchError,
 )
+from dynconf.limits import MAX_DOCUMENT_BYTES
 from dynconf.plugins import FormatType, default_registry
 
 __all__ = [
@@ -40,8 +41,8 @@ __all__ = [
     "select_section",
 ]
 
-DEFAULT_MAX_DOCUMENT_BYTES: Final = 8 * 1024 * 1024
-"""The engine's document size ceiling (8 MiB), overridden by ``--max-document-bytes``."""
+DEFAULT_MAX_DOCUMENT_BYTES: Final = MAX_DOCUMENT_BYTES
+"""The engine's document size ceiling (:data:`dynconf.limits.MAX_DOCUMENT_BYTES`)."""
 
 SCHEMA_KEY: Final = "$schema"
 """A top-level key that annotates the document for editors and is never rendered."""

@@ -100,6 +100,9 @@ def _bare(word: str) -> Value:
     word = word.strip(_RUST_WS)
     if "." in word and _FLOAT.fullmatch(word):
         return float(word)
+    if len(word.lstrip("+-").lstrip("0")) > 20:
+        # past any 64-bit integer (and int() of a long one raises): the word stays text
+        return word
     if _UINT.fullmatch(word):
         number = int(word)
         if number <= _U64_MAX:

@@ -2,6 +2,10 @@
 
 Comparison is type-exact (``same_value``): ``True``, ``1`` and ``1.0`` are different
 documents, and so are ``"1"`` and ``1``.
+
+``.properties`` is written for Java, which keeps every value a string, so its promise is
+what Java preserves: the file reads back as each leaf's text (:func:`java_text`), and our
+own widening reader answers that text widened (``"5432"`` comes back as 5432).
 """
 
 from __future__ import annotations
@@ -20,9 +24,10 @@ from format_strategies import (
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dynconf.document import Document, same_value
+from dynconf.document import Document, same_value, walk_leaves
 from dynconf.errors import Origin
-from dynconf.formats import ENV, INI, JSON, PROPERTIES, TOML, YAML
+from dynconf.formats import ENV, INI, JSON, TOML, YAML, properties
+from dynconf.formats._flat import widen
 from dynconf.plugins import FormatType
 
 ORIGIN = Origin.inline()
@@ -41,7 +46,6 @@ CASES: list[tuple[FormatType, Any]] = [
     (TOML, toml_documents()),
     (YAML, yaml_documents()),
     (INI, ini_documents()),
-    (PROPERTIES, properties_documents()),
     (ENV, env_documents()),
 ]
 
@@ -53,6 +57,29 @@ def test_dump_then_parse_answers_the_same_document(
     fmt: FormatType, documents: Any, data: st.DataObject
 ) -> None:
     _round_trip(fmt, data.draw(documents))
+
+
+@SETTINGS
+@given(document=properties_documents())
+def test_properties_reads_back_as_the_text_java_keeps(document: Document) -> None:
+    text = properties.dump(document)
+    java = {path: properties.java_text(value) for path, value in walk_leaves(document)}
+    assert properties.load_strings(text, ORIGIN) == java, text
+    assert text.isascii()
+
+
+@SETTINGS
+@given(document=properties_documents())
+def test_properties_reads_back_widened_through_our_reader(document: Document) -> None:
+    text = properties.dump(document)
+    widened: Document = {}
+    for path, value in walk_leaves(document):
+        node = widened
+        *parents, last = path.split(".")
+        for segment in parents:
+            node = node.setdefault(segment, {})
+        node[last] = widen(properties.java_text(value))
+    assert same_value(properties.parse(text, ORIGIN), widened), text
 
 
 @pytest.mark.parametrize("fmt", [JSON, TOML, YAML], ids=lambda f: f.name)

@@ -14,6 +14,20 @@ from typing import Any, Final
 
 from dynconf.document import Document, Value
 from dynconf.errors import Origin, ParseError, TypeMismatchError
+from dynconf.limits import check_document, shown
+
+__all__ = [
+    "I64_MAX",
+    "I64_MIN",
+    "check_document",
+    "child",
+    "is_blank",
+    "refuse_foreign",
+    "require_table",
+    "safe_reason",
+    "shown",
+    "walk",
+]
 
 I64_MIN: Final = -(2**63)
 I64_MAX: Final = 2**63 - 1
@@ -60,49 +74,42 @@ def _keep_grammar(match: re.Match[str]) -> str:
     return fragment if _GRAMMAR.match(fragment) else ""
 
 
-def shown(path: str) -> str:
-    """A path as it appears inside a message: control characters spelled as escapes.
-
-    Keys are names, not values, so messages may carry them; this keeps the message on one
-    line even when a key holds a line break.
-    """
-    return "".join(
-        f"\\u{ord(ch):04x}" if (ord(ch) < 0x20 or 0x7F <= ord(ch) < 0xA0) else ch for ch in path
-    )
-
-
 def child(prefix: str, key: str) -> str:
     """The dotted path of ``key`` under ``prefix``."""
     return f"{prefix}.{key}" if prefix else key
 
 
 def walk(document: Mapping[str, Value], prefix: str = "") -> Iterator[tuple[str, Value]]:
-    """Every value at every depth with its path, parents before children.
+    """Every value at every depth with its path, parents before children, in order.
 
-    Array elements get ``path[index]`` paths so refusals can point inside a list.
+    Array elements get ``path[index]`` paths so refusals can point inside a list. The walk
+    is iterative, so no nesting makes it raise ``RecursionError``.
     """
-    for key, value in document.items():
-        path = child(prefix, key)
-        yield path, value
-        yield from _walk_value(value, path)
+    stack: list[Iterator[tuple[str, Value]]] = [_children(document, prefix)]
+    while stack:
+        for path, value in stack[-1]:
+            yield path, value
+            if isinstance(value, dict | list) and value:
+                stack.append(_children(value, path))
+                break
+        else:
+            stack.pop()
 
 
-def _walk_value(value: Value, path: str) -> Iterator[tuple[str, Value]]:
-    if isinstance(value, dict):
-        yield from walk(value, path)
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            item_path = f"{path}[{index}]"
-            yield item_path, item
-            yield from _walk_value(item, item_path)
+def _children(value: Mapping[str, Value] | list[Value], path: str) -> Iterator[tuple[str, Value]]:
+    if isinstance(value, list):
+        return ((f"{path}[{index}]", item) for index, item in enumerate(value))
+    return ((child(path, key), item) for key, item in value.items())
 
 
 def refuse_foreign(document: Document, format_label: str) -> None:
-    """Refuse, by path, anything outside the value model and any non-string key.
+    """Refuse, by path, anything outside the value model or past :mod:`dynconf.limits`.
 
     The value model is None, bool, int, float, str, list and str-keyed dict; a format's
-    dump must not guess how to spell a date, bytes or a tuple.
+    dump must not guess how to spell a date, bytes or a tuple. Every dump calls this
+    first, so a document built in Python meets the parse-time limits too.
     """
+    check_document(document, format_label)
     _check_keys(document, "", format_label)
     for path, value in walk(document):
         if isinstance(value, dict):

@@ -2,22 +2,27 @@
 
 Flat formats have no arrays, no null and, for INI and properties, no types: every scalar
 is text that the reader *widens* (``"…"`` verbatim, then ``true``/``false``, then a
-64-bit integer, then a 64-bit float, else the string). The emitters therefore promise one
-thing: what they write reads back through our own parser as the same document, type for
-type. A string that would widen is written quoted; anything a format cannot spell (an
-array, a null, a key the syntax cannot carry) is refused by path with a
+64-bit integer, then a 64-bit float, else the string). INI and ``.env`` promise that what
+they write reads back through our own parser as the same document, type for type, so a
+string that would widen is written quoted. A ``.properties`` file is written for Java
+instead (see :mod:`dynconf.formats.properties`). Anything a format cannot spell (an array,
+a null, a key the syntax cannot carry) is refused by path with a
 :class:`~dynconf.errors.TypeMismatchError`, never silently changed.
+
+Readers refuse a key of more than :data:`~dynconf.limits.MAX_DEPTH` segments before
+building any of it, and walk nothing recursively.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from typing import Final
 
 from dynconf.document import Document, Value, same_value
 from dynconf.errors import Origin, ParseError, TypeMismatchError
 from dynconf.formats._common import I64_MAX, I64_MIN, child, refuse_foreign, shown
+from dynconf.limits import MAX_DEPTH, too_deep
 
 WHITESPACE: Final = (
     "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007"
@@ -54,7 +59,9 @@ def widen(raw: str) -> Value:
         return True
     if raw == "false":
         return False
-    if _INT.fullmatch(raw):
+    # past 19 significant digits the text is outside the 64-bit range (and int() of a
+    # long one raises), so it goes on to the float rule, as in the reference
+    if _INT.fullmatch(raw) and len(raw.lstrip("+-").lstrip("0")) <= 19:
         number = int(raw)
         if I64_MIN <= number <= I64_MAX:
             return number
@@ -80,24 +87,35 @@ def insert(
 
     A repeated leaf takes the later value; two tables at one path merge.
     """
-    node = open_table(tree, segments[:-1], label=label, line=line, origin=origin)
-    key = segments[-1]
-    below = node.get(key)
-    if key not in node:
-        node[key] = value
-    elif isinstance(below, dict) and isinstance(value, dict):
-        for sub_key, sub_value in value.items():
-            insert(below, [sub_key], sub_value, label=label, line=line, origin=origin)
-    elif isinstance(below, dict) or isinstance(value, dict):
-        raise _collision(label, line, segments, origin)
-    else:
-        node[key] = value
+    check_depth(segments, label=label, origin=origin)
+    pending = [(segments, value)]
+    while pending:
+        here, item = pending.pop()
+        node = open_table(tree, here[:-1], label=label, line=line, origin=origin)
+        key = here[-1]
+        below = node.get(key)
+        if key not in node:
+            node[key] = item
+        elif isinstance(below, dict) and isinstance(item, dict):
+            merged = [([*here, sub_key], sub_value) for sub_key, sub_value in item.items()]
+            pending.extend(reversed(merged))
+        elif isinstance(below, dict) or isinstance(item, dict):
+            raise _collision(label, line, here, origin)
+        else:
+            node[key] = item
+
+
+def check_depth(segments: list[str], *, label: str, origin: Origin) -> None:
+    """Refuse a key of more than :data:`~dynconf.limits.MAX_DEPTH` segments, by path."""
+    if len(segments) > MAX_DEPTH:
+        raise too_deep(label, segments, origin)
 
 
 def open_table(
     tree: Document, segments: list[str], *, label: str, line: int, origin: Origin
 ) -> Document:
     """The table at ``segments``, created on the way; a value in the way is an error."""
+    check_depth(segments, label=label, origin=origin)
     node = tree
     for depth, segment in enumerate(segments):
         below = node.setdefault(segment, {})
@@ -133,37 +151,34 @@ def leaves(
     An empty table is yielded as a leaf when the format can spell one, else refused.
     """
     refuse_foreign(document, label)
-    yield from _leaves(document, [], "", label, keep_empty_tables)
-
-
-def _leaves(
-    table: Mapping[str, Value],
-    segments: list[str],
-    prefix: str,
-    label: str,
-    keep_empty_tables: bool,
-) -> Iterator[tuple[list[str], Value]]:
-    for key, value in table.items():
-        path = child(prefix, key)
-        here = [*segments, key]
-        if isinstance(value, list):
-            raise array_refusal(path)
-        if value is None:
-            raise refuse(
-                path,
-                f"is null, and {label} has no spelling for null; remove the key or render to "
-                "json or yaml instead",
-            )
-        if isinstance(value, dict) and value:
-            yield from _leaves(value, here, path, label, keep_empty_tables)
-        elif isinstance(value, dict) and not keep_empty_tables:
-            raise refuse(
-                path,
-                f"is an empty table, and {label} has no spelling for one; remove the key or "
-                "render to json, toml or yaml instead",
-            )
-        else:
+    stack: list[tuple[list[str], str, Iterator[tuple[str, Value]]]] = [
+        ([], "", iter(document.items()))
+    ]
+    while stack:
+        segments, prefix, items = stack[-1]
+        for key, value in items:
+            path = child(prefix, key)
+            here = [*segments, key]
+            if isinstance(value, list):
+                raise array_refusal(path)
+            if value is None:
+                raise refuse(
+                    path,
+                    f"is null, and {label} has no spelling for null; remove the key or render "
+                    "to json or yaml instead",
+                )
+            if isinstance(value, dict) and value:
+                stack.append((here, path, iter(value.items())))
+                break
+            if isinstance(value, dict) and not keep_empty_tables:
+                raise refuse(
+                    path,
+                    f"is an empty table, and {label} has no spelling for one; remove the key "
+                    "or render to json, toml or yaml instead",
+                )
             yield here, value
+        else:
+            stack.pop()
 
 
 def widened_text(value: Value, path: str, label: str, *, trims: bool) -> str:

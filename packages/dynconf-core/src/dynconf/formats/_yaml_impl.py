@@ -13,8 +13,9 @@ from typing import Any
 import yaml
 
 from dynconf.document import Document, Value
-from dynconf.errors import Origin, ParseError
+from dynconf.errors import LimitError, Origin, ParseError
 from dynconf.formats._common import (
+    check_document,
     child,
     is_blank,
     refuse_foreign,
@@ -23,6 +24,13 @@ from dynconf.formats._common import (
     shown,
 )
 from dynconf.formats.yaml_ import MAX_VALUES
+from dynconf.limits import (
+    LONG_INTEGER,
+    MAX_DEPTH,
+    integer_text_fits,
+    nested_beyond_parser,
+    too_deep_at,
+)
 
 __all__ = ["dump", "parse"]
 
@@ -61,10 +69,13 @@ for _tag, _pattern, _first in _CORE_RESOLVERS:
 _Loader.add_implicit_resolver("tag:yaml.org,2002:null", _NULL, [""])
 
 
-def _construct_int(loader: Any, node: yaml.ScalarNode) -> int:
+def _construct_int(loader: Any, node: yaml.ScalarNode) -> object:
     text = str(loader.construct_scalar(node)).replace("_", "")
     sign = -1 if text.startswith("-") else 1
     digits = text.lstrip("+-")
+    if not digits.startswith(("0o", "0x", "0b")) and not integer_text_fits(digits):
+        # int() of a long decimal raises; the limit is refused once the path is known
+        return LONG_INTEGER
     if digits.startswith("0o"):
         return sign * int(digits[2:], 8)
     if digits.startswith("0x"):
@@ -121,17 +132,20 @@ class _Copier:
         self.count = 0
         self.ancestors: set[int] = set()
 
-    def refuse(self, path: str, reason: str) -> ParseError:
+    def refuse(self, path: str, reason: str, kind: type[ParseError] = ParseError) -> ParseError:
         where = f"`{shown(path)}`" if path else "the top level"
-        return ParseError(f"YAML document refused: {where} {reason}", path=path, origin=self.origin)
+        return kind(f"YAML document refused: {where} {reason}", path=path, origin=self.origin)
 
-    def copy(self, value: Any, path: str) -> Value:
+    def copy(self, value: Any, path: str, depth: int = 0) -> Value:
+        if depth > MAX_DEPTH:
+            raise too_deep_at("YAML", path, self.origin)
         self.count += 1
         if self.count > MAX_VALUES:
             raise self.refuse(
                 path,
                 f"is past the limit of {MAX_VALUES} values with aliases expanded; "
                 "use fewer aliases",
+                LimitError,
             )
         if isinstance(value, _Refused):
             raise self.refuse(path, f"is {value.what}, which a document cannot hold; use a string")
@@ -141,7 +155,9 @@ class _Copier:
             self.ancestors.add(id(value))
             try:
                 if isinstance(value, list):
-                    return [self.copy(item, f"{path}[{i}]") for i, item in enumerate(value)]
+                    return [
+                        self.copy(item, f"{path}[{i}]", depth + 1) for i, item in enumerate(value)
+                    ]
                 table: Document = {}
                 for key, item in value.items():
                     if not isinstance(key, str):
@@ -149,19 +165,15 @@ class _Copier:
                             path,
                             f"has a key that is not a string ({type(key).__name__}); quote the key",
                         )
-                    table[key] = self.copy(item, child(path, key))
+                    table[key] = self.copy(item, child(path, key), depth + 1)
                 return table
             finally:
                 self.ancestors.discard(id(value))
-        if value is None or isinstance(value, bool | int | float | str):
+        if value is None or value is LONG_INTEGER or isinstance(value, bool | int | float | str):
             return value
         raise self.refuse(
             path, f"is a {type(value).__name__}, which a document cannot hold; use a string"
         )
-
-
-def _too_deep(origin: Origin) -> ParseError:
-    return ParseError("YAML parse error: the document nests too deeply; flatten it", origin=origin)
 
 
 def _yaml_reason(exc: yaml.MarkedYAMLError) -> str:
@@ -184,13 +196,11 @@ def parse(text: str, origin: Origin) -> Document:
     except yaml.YAMLError as exc:
         raise ParseError(f"YAML parse error: {safe_reason(str(exc))}", origin=origin) from None
     except RecursionError:
-        raise _too_deep(origin) from None
+        raise nested_beyond_parser("YAML", origin) from None
     if not isinstance(raw, dict):
         return require_table(raw, "YAML", origin)
-    try:
-        document: Document = _Copier(origin).copy(raw, "")
-    except RecursionError:
-        raise _too_deep(origin) from None
+    document: Document = _Copier(origin).copy(raw, "")
+    check_document(document, "YAML", origin)
     return document
 
 

@@ -24,7 +24,7 @@ import re
 
 from dynconf.document import Document, Value, same_value
 from dynconf.errors import Origin
-from dynconf.formats._common import is_blank
+from dynconf.formats._common import check_document, is_blank
 from dynconf.formats._flat import insert, leaves, lines, parse_error, refuse, trim
 from dynconf.plugins import FormatType
 from dynconf.text import type_text
@@ -76,6 +76,7 @@ def parse(text: str, origin: Origin) -> Document:
             )
         typed = type_text(_unquote(trim(value)))
         insert(tree, segments, typed, label=LABEL, line=number, origin=origin)
+    check_document(tree, LABEL, origin)
     return tree
 
 

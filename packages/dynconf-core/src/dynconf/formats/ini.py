@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dynconf.document import Document, Value
 from dynconf.errors import Origin
-from dynconf.formats._common import is_blank
+from dynconf.formats._common import check_document, is_blank
 from dynconf.formats._flat import (
     insert,
     leaves,
@@ -74,6 +74,7 @@ def parse(text: str, origin: Origin) -> Document:
             raise parse_error(LABEL, number, "a key is empty; write a name before `=`", origin)
         segments = [*section, *_segments(key, number, origin)]
         insert(tree, segments, widen(trim(value)), label=LABEL, line=number, origin=origin)
+    check_document(tree, LABEL, origin)
     return tree
 
 

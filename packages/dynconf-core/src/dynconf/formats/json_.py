@@ -2,8 +2,10 @@
 
 Parsing refuses what JSON does not have (``NaN``, ``Infinity``, numbers past the float
 range) instead of letting Python's reader accept them, so a file that loads here loads in
-any other JSON reader. Dumping is pretty (two-space indent, UTF-8 kept, trailing newline)
-and refuses non-finite floats by path for the same reason.
+any other JSON reader; the limits of :mod:`dynconf.limits` (nesting, integer size, lone
+surrogates, which JSON's ``\\ud800`` escape can spell) are refused by path. Dumping is
+pretty (two-space indent, UTF-8 kept, trailing newline) and refuses non-finite floats by
+path for the same reason.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import math
 from dynconf.document import Document
 from dynconf.errors import Origin, ParseError, TypeMismatchError
 from dynconf.formats._common import (
+    check_document,
     is_blank,
     refuse_foreign,
     require_table,
@@ -21,6 +24,7 @@ from dynconf.formats._common import (
     shown,
     walk,
 )
+from dynconf.limits import LONG_INTEGER, integer_text_fits, nested_beyond_parser
 from dynconf.plugins import FormatType
 
 __all__ = ["JSON", "dump", "parse"]
@@ -39,6 +43,10 @@ def _parse_float(raw: str) -> float:
     return value
 
 
+def _parse_int(raw: str) -> object:
+    return int(raw) if integer_text_fits(raw.lstrip("-")) else LONG_INTEGER
+
+
 def _parse_constant(_raw: str) -> float:
     raise _OutOfRange("NaN and Infinity are not JSON; write the number or a string")
 
@@ -48,7 +56,9 @@ def parse(text: str, origin: Origin) -> Document:
     if is_blank(text):
         return {}
     try:
-        value = json.loads(text, parse_float=_parse_float, parse_constant=_parse_constant)
+        value = json.loads(
+            text, parse_float=_parse_float, parse_int=_parse_int, parse_constant=_parse_constant
+        )
     except json.JSONDecodeError as exc:
         raise ParseError(
             f"JSON parse error at line {exc.lineno}, column {exc.colno}: {safe_reason(exc.msg)}",
@@ -57,10 +67,10 @@ def parse(text: str, origin: Origin) -> Document:
     except _OutOfRange as exc:
         raise ParseError(f"JSON parse error: {exc}", origin=origin) from None
     except RecursionError:
-        raise ParseError(
-            "JSON parse error: the document nests too deeply; flatten it", origin=origin
-        ) from None
-    return require_table(value, LABEL, origin)
+        raise nested_beyond_parser(LABEL, origin) from None
+    document = require_table(value, LABEL, origin)
+    check_document(document, LABEL, origin)
+    return document
 
 
 def dump(document: Document) -> str:

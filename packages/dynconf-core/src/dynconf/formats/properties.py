@@ -3,20 +3,34 @@
 Reading: a line ending in an odd number of ``\\`` continues on the next (whose leading
 whitespace is dropped); ``#`` and ``!`` start comment lines; key and value split at the
 first unescaped ``=`` or ``:``; the key is trimmed, the value loses its leading
-whitespace only; escapes ``\\t \\n \\r \\uXXXX``, any other ``\\x`` is ``x``, and a lone
-trailing ``\\`` stays. Dotted keys nest; collisions are errors naming the keys.
+whitespace only; escapes ``\\t \\n \\r \\uXXXX`` (a ``\\u`` surrogate pair is the one
+character it spells, a lone surrogate is refused by path), any other ``\\x`` is ``x``, and
+a lone trailing ``\\`` stays. Dotted keys nest; collisions are errors naming the keys.
+Values then widen: ``5432`` reads back as a number, ``"x"`` as ``x``.
 
-Writing: ``a.b = value`` lines. Keys escape ``\\ = : # !`` and whitespace; values escape
-``\\``, ``=``, ``:``, line breaks, leading whitespace and control characters, so any
-string survives. A string that would widen is written ``"…"``. Arrays, null, empty
-tables and key segments holding ``.`` are refused by path.
+Writing is for Java, whose ``java.util.Properties.load`` keeps every value a string: each
+leaf is written as the text Java must see, escaped as ``Properties.store`` escapes it, and
+nothing is quoted (``port = 5432`` for the string ``"5432"``, which Java reads as
+``"5432"``). ``\\``, ``=``, ``:``, ``#`` and ``!`` are escaped everywhere, a space in a key
+or at the start of a value is ``\\ ``, tab and line breaks are ``\\t \\n \\r``, and every
+other character outside printable ASCII (form feed, control characters, anything past
+``~``, astral characters as their UTF-16 surrogate pair) is ``\\uXXXX``, so the file is
+ASCII and reads the same as ISO-8859-1 (``load(InputStream)``) or UTF-8
+(``load(Reader)``). A boolean is ``true``/``false``, a number its shortest spelling.
+
+Because our own reader widens, the round trip through it is what Java preserves, not the
+typed document: a string ``"5432"`` comes back as the integer 5432, ``"\\"x\\""`` as
+``x``. :func:`load_strings` reads a file the way Java sees it. Arrays, null, empty tables
+and key segments holding ``.`` are refused by path.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from dynconf.document import Document, Value
 from dynconf.errors import Origin
-from dynconf.formats._common import is_blank
+from dynconf.formats._common import check_document, is_blank
 from dynconf.formats._flat import (
     WHITESPACE,
     insert,
@@ -25,11 +39,10 @@ from dynconf.formats._flat import (
     parse_error,
     refuse,
     widen,
-    widened_text,
 )
 from dynconf.plugins import FormatType
 
-__all__ = ["PROPERTIES", "dump", "parse"]
+__all__ = ["PROPERTIES", "dump", "java_text", "load_strings", "parse"]
 
 LABEL = "properties"
 
@@ -69,19 +82,34 @@ def _unescape(raw: str, line: int, origin: Origin) -> list[tuple[str, bool]]:
             out.append((char, False))
             index += 1
             continue
-        code = raw[index + 1]
-        if code == "u":
+        escape = raw[index + 1]
+        if escape == "u":
             digits = raw[index + 2 : index + 6]
             if len(digits) != 4 or not set(digits) <= _HEX:
                 raise parse_error(
                     LABEL, line, "a `\\u` escape needs four hexadecimal digits", origin
                 )
-            out.append((chr(int(digits, 16)), True))
+            code = int(digits, 16)
             index += 6
+            low = _low_surrogate(raw, index) if 0xD800 <= code <= 0xDBFF else None
+            if low is not None:
+                # a UTF-16 pair, as Java writes a character past U+FFFF
+                code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00)
+                index += 6
+            out.append((chr(code), True))
         else:
-            out.append((_SIMPLE_ESCAPES.get(code, code), True))
+            out.append((_SIMPLE_ESCAPES.get(escape, escape), True))
             index += 2
     return out
+
+
+def _low_surrogate(raw: str, index: int) -> int | None:
+    """The low surrogate a ``\\uDCxx`` escape at ``index`` spells, if one is there."""
+    digits = raw[index + 2 : index + 6]
+    if not raw.startswith("\\u", index) or len(digits) != 4 or not set(digits) <= _HEX:
+        return None
+    code = int(digits, 16)
+    return code if 0xDC00 <= code <= 0xDFFF else None
 
 
 def _split(line: str) -> tuple[str, str] | None:
@@ -115,11 +143,8 @@ def _key_segments(raw: str, line: int, origin: Origin) -> list[str]:
     return segments
 
 
-def parse(text: str, origin: Origin) -> Document:
-    """Read a properties document into nested tables with widened scalars."""
-    tree: Document = {}
-    if is_blank(text):
-        return tree
+def _entries(text: str, origin: Origin) -> Iterator[tuple[int, list[str], str]]:
+    """``(line, key segments, unescaped value)`` for every entry, in file order."""
     for number, line in _logical_lines(text):
         parts = _split(line)
         if parts is None:
@@ -127,50 +152,75 @@ def parse(text: str, origin: Origin) -> Document:
         raw_key, raw_value = parts
         segments = _key_segments(raw_key, number, origin)
         value = "".join(char for char, _ in _unescape(raw_value.lstrip(WHITESPACE), number, origin))
+        yield number, segments, value
+
+
+def parse(text: str, origin: Origin) -> Document:
+    """Read a properties document into nested tables with widened scalars."""
+    tree: Document = {}
+    if is_blank(text):
+        return tree
+    for number, segments, value in _entries(text, origin):
         insert(tree, segments, widen(value), label=LABEL, line=number, origin=origin)
+    check_document(tree, LABEL, origin)
     return tree
 
 
-def _escape_char(char: str) -> str:
-    if char == "\\":
-        return "\\\\"
-    if char in "=:#!":
-        return "\\" + char
-    if char == " ":
-        return "\\ "
-    if char in "\t\n\r":
-        return "\\" + {"\t": "t", "\n": "n", "\r": "r"}[char]
-    if ord(char) < 0x20 or 0x7F <= ord(char) < 0xA0 or char in WHITESPACE:
-        return f"\\u{ord(char):04x}"
-    return char
+def load_strings(text: str, origin: Origin) -> dict[str, str]:
+    """Every full key and its string, unwidened: the file as ``Properties.load`` sees it.
+
+    A repeated key takes the later value, as in Java.
+    """
+    return {".".join(segments): value for _, segments, value in _entries(text, origin)}
+
+
+def _escape(text: str, *, key: bool) -> str:
+    """``text`` escaped as ``Properties.store(OutputStream)`` escapes it (``saveConvert``).
+
+    The one difference: a form feed is ``\\u000C``, not ``\\f``, which our reader (like the
+    reference's) would read as ``f``.
+    """
+    out: list[str] = []
+    for index, char in enumerate(text):
+        code = ord(char)
+        if char == "\\":
+            out.append("\\\\")
+        elif char == " ":
+            out.append("\\ " if key or index == 0 else " ")
+        elif char in _SHORT:
+            out.append(_SHORT[char])
+        elif char in "=:#!":
+            out.append("\\" + char)
+        elif 0x20 <= code <= 0x7E:
+            out.append(char)
+        elif code > 0xFFFF:
+            code -= 0x10000
+            out.append(f"\\u{0xD800 + (code >> 10):04X}\\u{0xDC00 + (code & 0x3FF):04X}")
+        else:
+            out.append(f"\\u{code:04X}")
+    return "".join(out)
+
+
+_SHORT = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
 
 
 def escape_key(key: str) -> str:
-    """A key spelled so the reader splits, trims and unescapes it back to ``key``."""
-    return "".join(_escape_char(char) for char in key)
+    """A key spelled so Java and our reader both read it back as ``key``."""
+    return _escape(key, key=True)
 
 
 def escape_value(text: str) -> str:
-    """A value spelled so the reader unescapes it back to ``text``.
+    """A value spelled so Java and our reader both unescape it back to ``text``."""
+    return _escape(text, key=False)
 
-    Only leading whitespace needs escaping (the reader keeps the rest); separators are
-    escaped anyway so the line reads unambiguously to other parsers.
-    """
-    out: list[str] = []
-    leading = True
-    for char in text:
-        leading = leading and char in WHITESPACE
-        if (
-            char in "\\=:"
-            or leading
-            or (char in WHITESPACE and char != " ")
-            or ord(char) < 0x20
-            or 0x7F <= ord(char) < 0xA0
-        ):
-            out.append(_escape_char(char))
-        else:
-            out.append(char)
-    return "".join(out)
+
+def java_text(value: Value) -> str:
+    """The string Java reads for a leaf: the string itself, or a scalar's spelling."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
 
 
 def _line(segments: list[str], value: Value) -> str:
@@ -182,12 +232,12 @@ def _line(segments: list[str], value: Value) -> str:
                 "has an empty key or a key holding `.`, which properties reads as nesting; "
                 "rename it or render to json, toml or yaml instead",
             )
-    text = escape_value(widened_text(value, path, LABEL, trims=False))
+    text = escape_value(java_text(value))
     return f"{escape_key(path)} = {text}" if text else f"{escape_key(path)} ="
 
 
 def dump(document: Document) -> str:
-    """``a.b = value`` lines that :func:`parse` reads back as ``document``."""
+    """``a.b = value`` lines that Java's ``Properties.load`` reads as the leaves' text."""
     body = [
         _line(segments, value)
         for segments, value in leaves(document, LABEL, keep_empty_tables=False)

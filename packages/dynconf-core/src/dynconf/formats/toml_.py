@@ -6,6 +6,11 @@ fractional seconds only when non-zero (trailing zeros trimmed, microsecond preci
 ``Z`` for a zero offset. ``1979-05-27 07:32:00+00:00`` therefore reads as
 ``"1979-05-27T07:32:00Z"``. TOML has no null, so a null is refused by path on the way out,
 as is an integer outside the 64-bit range the TOML specification allows.
+
+Before ``tomllib`` reads the text, :mod:`dynconf.formats._toml_scan` refuses a path past
+the nesting limit or an overlong integer (``tomllib`` would spend quadratic memory on the
+first and raise on the second); what it reads is then held to every limit of
+:mod:`dynconf.limits`.
 """
 
 from __future__ import annotations
@@ -17,17 +22,20 @@ from typing import Any
 
 import tomli_w
 
-from dynconf.document import Document, Value
+from dynconf.document import Document
 from dynconf.errors import Origin, ParseError, TypeMismatchError
 from dynconf.formats._common import (
     I64_MAX,
     I64_MIN,
+    check_document,
     is_blank,
     refuse_foreign,
     safe_reason,
     shown,
     walk,
 )
+from dynconf.formats._toml_scan import scan
+from dynconf.limits import nested_beyond_parser
 from dynconf.plugins import FormatType
 
 __all__ = ["TOML", "dump", "parse"]
@@ -88,20 +96,26 @@ def date_text(value: dt.date | dt.time) -> str:
     return _time_text(value)
 
 
-def _plain(value: Any) -> Value:
-    if isinstance(value, dict):
-        return {key: _plain(child) for key, child in value.items()}
-    if isinstance(value, list):
-        return [_plain(child) for child in value]
-    if isinstance(value, dt.date | dt.time):
-        return date_text(value)
-    return value
+def _plain(document: dict[str, Any]) -> Document:
+    """``document`` with every date and time replaced by its text, in place, iteratively."""
+    stack: list[dict[str, Any] | list[Any]] = [document]
+    while stack:
+        container = stack.pop()
+        keys = container.keys() if isinstance(container, dict) else range(len(container))
+        for key in keys:
+            value = container[key]  # type: ignore[index]
+            if isinstance(value, dict | list):
+                stack.append(value)
+            elif isinstance(value, dt.date | dt.time):
+                container[key] = date_text(value)  # type: ignore[index]
+    return document
 
 
 def parse(text: str, origin: Origin) -> Document:
     """Read a TOML document; dates and times become strings."""
     if is_blank(text):
         return {}
+    scan(text, origin)
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -120,10 +134,9 @@ def parse(text: str, origin: Origin) -> Document:
             origin=origin,
         ) from None
     except RecursionError:
-        raise ParseError(
-            "TOML parse error: the document nests too deeply; flatten it", origin=origin
-        ) from None
-    document: Document = _plain(raw)
+        raise nested_beyond_parser("TOML", origin) from None
+    document = _plain(raw)
+    check_document(document, "TOML", origin)
     return document
 
 

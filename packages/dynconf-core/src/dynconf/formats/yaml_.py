@@ -10,7 +10,8 @@ naming the path. Keys must be strings.
 
 Aliases are expanded into independent copies (the engine merges in place, so two paths
 must never share one table); a recursive alias, or one that expands past
-:data:`MAX_VALUES`, is refused.
+:data:`~dynconf.limits.MAX_YAML_VALUES`, is refused, as is anything past the other
+limits of :mod:`dynconf.limits`.
 
 The dumper quotes every string that either YAML 1.1 or 1.2 would read as something else,
 so the file means the same to both kinds of reader.
@@ -22,12 +23,13 @@ from typing import Final
 
 from dynconf.document import Document
 from dynconf.errors import Origin
+from dynconf.limits import MAX_YAML_VALUES
 from dynconf.plugins import FormatType
 
 __all__ = ["MAX_VALUES", "YAML", "dump", "parse"]
 
-MAX_VALUES: Final = 1_000_000
-"""How many values a YAML document may expand to, aliases included."""
+MAX_VALUES: Final = MAX_YAML_VALUES
+"""How many values a YAML document may expand to (:data:`dynconf.limits.MAX_YAML_VALUES`)."""
 
 
 def parse(text: str, origin: Origin) -> Document:
