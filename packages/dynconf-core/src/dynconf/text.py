@@ -100,19 +100,21 @@ def _bare(word: str) -> Value:
     word = word.strip(_RUST_WS)
     if "." in word and _FLOAT.fullmatch(word):
         return float(word)
-    if len(word.lstrip("+-").lstrip("0")) > 20:
-        # past any 64-bit integer (and int() of a long one raises): the word stays text
-        return word
-    if _UINT.fullmatch(word):
-        number = int(word)
-        if number <= _U64_MAX:
-            return number
-        return word
-    if _INT.fullmatch(word):
-        number = int(word)
-        if number >= _I64_MIN:
+    unsigned = _UINT.fullmatch(word)
+    if unsigned or _INT.fullmatch(word):
+        number = _integer(word)
+        if number is not None and (number <= _U64_MAX if unsigned else number >= _I64_MIN):
             return number
     return word
+
+
+def _integer(word: str) -> int | None:
+    """The integer a signed digit string spells, or ``None`` past 20 significant digits
+    (beyond any 64-bit integer; ``int()`` of a long one raises, leading zeros included)."""
+    digits = word.lstrip("+-").lstrip("0")
+    if len(digits) > 20:
+        return None
+    return -int(digits or "0") if word.startswith("-") else int(digits or "0")
 
 
 class _Reader:

@@ -61,8 +61,9 @@ def widen(raw: str) -> Value:
         return False
     # past 19 significant digits the text is outside the 64-bit range (and int() of a
     # long one raises), so it goes on to the float rule, as in the reference
-    if _INT.fullmatch(raw) and len(raw.lstrip("+-").lstrip("0")) <= 19:
-        number = int(raw)
+    significant = raw.lstrip("+-").lstrip("0")
+    if _INT.fullmatch(raw) and len(significant) <= 19:
+        number = int(significant or "0") * (-1 if raw[0] == "-" else 1)
         if I64_MIN <= number <= I64_MAX:
             return number
     if _FLOAT.fullmatch(raw):

@@ -78,8 +78,8 @@ class _State:
 
     def open_frame(self, kind: str) -> None:
         base = self.element_path()
-        if len(base) >= MAX_DEPTH:
-            raise too_deep(LABEL, [*base, 0 if kind == "[" else "…"], self.origin)
+        if kind == "[" and len(base) >= MAX_DEPTH:
+            raise too_deep(LABEL, [*base, 0], self.origin)
         self.frames.append(_Frame(kind, base))
         self.in_key = kind == "{"
         self.parts = []

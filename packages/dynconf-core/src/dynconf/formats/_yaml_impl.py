@@ -190,6 +190,8 @@ def parse(text: str, origin: Origin) -> Document:
     try:
         raw = yaml.load(text, Loader=_Loader)  # noqa: S506 - _Loader is a SafeLoader
     except yaml.MarkedYAMLError as exc:
+        if "maximum nesting depth" in str(exc.problem):
+            raise nested_beyond_parser("YAML", origin) from None
         mark = exc.problem_mark or exc.context_mark
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         raise ParseError(f"YAML parse error{where}: {_yaml_reason(exc)}", origin=origin) from None
@@ -197,6 +199,14 @@ def parse(text: str, origin: Origin) -> Document:
         raise ParseError(f"YAML parse error: {safe_reason(str(exc))}", origin=origin) from None
     except RecursionError:
         raise nested_beyond_parser("YAML", origin) from None
+    except UnicodeEncodeError as exc:
+        # libyaml reads UTF-8, so a lone surrogate in the text fails before any path exists
+        line = text.count("\n", 0, exc.start) + 1
+        raise LimitError(
+            f"YAML document refused: line {line} holds a lone surrogate, which has no UTF-8 "
+            "spelling; fix the text",
+            origin=origin,
+        ) from None
     if not isinstance(raw, dict):
         return require_table(raw, "YAML", origin)
     document: Document = _Copier(origin).copy(raw, "")
