@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Final
 
 from dynconf.document import Document, Value
-from dynconf.errors import EnvError, IoError, Origin, ParseError, TypeMismatchError
+from dynconf.errors import EnvError, IoError, LimitError, Origin, ParseError, TypeMismatchError
+from dynconf.limits import MAX_DEPTH
 from dynconf.plugins import FormatType
 from dynconf.text import type_text
 
@@ -371,8 +372,17 @@ class EnvMatcher:
         """Build a table from ``(segments, value, variable)``; the deeper name always wins.
 
         Entries are placed shallowest first, so a scalar in the way of a deeper name is
-        replaced by a table and a table is never replaced by a scalar.
+        replaced by a table and a table is never replaced by a scalar. A name of more than
+        :data:`~dynconf.limits.MAX_DEPTH` segments is refused, as a parser refuses a key.
         """
+        for segments, _, variable in entries:
+            if len(segments) > MAX_DEPTH:
+                raise LimitError(
+                    f"{variable} nests past the limit of {MAX_DEPTH} levels (more than "
+                    f"{MAX_DEPTH} `{self.nest}`-separated segments); shorten the name",
+                    path=".".join(segments[: MAX_DEPTH + 1]),
+                    origin=Origin.env(variable),
+                )
         entries.sort(key=lambda entry: (len(entry[0]), entry[2]))
         table: Document = {}
         variables: dict[str, str] = {}

@@ -10,10 +10,12 @@ import pytest
 from dynconf.errors import (
     EnvError,
     IoError,
+    LimitError,
     Origin,
     ParseError,
     TypeMismatchError,
 )
+from dynconf.limits import MAX_DEPTH
 from dynconf.plugins import Registry
 from dynconf.resolve import InlineSource, LoadSpec, RemoteDocument, parse_assignments, resolve
 
@@ -351,3 +353,12 @@ def test_environ_none_reads_the_process_environment(
     monkeypatch.setenv("RT_PROC_APP_PORT", "81")
     resolved = resolve(LoadSpec(key="app", env_prefix="RT_PROC_"), registry=registry)
     assert resolved.section == {"port": 81}
+
+
+def test_an_environment_name_nested_past_the_limit_is_refused_by_name(registry: Registry) -> None:
+    name = "P_APP_" + "__".join(["A"] * 600)
+    spec = LoadSpec(key="app", env_prefix="P_", environ={name: "1"})
+    with pytest.raises(LimitError) as caught:
+        resolve(spec, registry=registry)
+    assert caught.value.origin == Origin.env(name)
+    assert caught.value.path == ".".join(["a"] * (MAX_DEPTH + 1))
