@@ -17,6 +17,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import tomli_w
+from format_strategies import toml_documents
+from hypothesis import HealthCheck, given, settings
 
 from dynconf.document import (
     Document,
@@ -29,6 +32,7 @@ from dynconf.document import (
 )
 from dynconf.errors import LimitError, Origin
 from dynconf.formats import BUILTIN_FORMATS, ENV, INI, JSON, PROPERTIES, TOML, YAML
+from dynconf.formats._toml_scan import scan_tokens
 from dynconf.limits import MAX_DEPTH, MAX_INTEGER_DIGITS
 from dynconf.plugins import FormatType
 from dynconf.render import OutputSpec, render_output
@@ -41,6 +45,9 @@ DEPTH_LIMIT = f"past the limit of {MAX_DEPTH} levels"
 DIGITS_LIMIT = f"more than {MAX_INTEGER_DIGITS} digits"
 SURROGATE = "lone surrogate"
 HUGE = "9" * 4301
+SCAN_SETTINGS = settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 
 
 def _refused(call: Callable[[], object], path: str, limit: str) -> LimitError:
@@ -278,3 +285,18 @@ def test_a_dotted_path_past_the_limit_is_refused() -> None:
     _refused(lambda: split_path(long_path), PAST, "more than")
     with pytest.raises(LimitError):
         set_path({}, long_path, 1)
+
+
+@SCAN_SETTINGS
+@given(document=toml_documents())
+def test_the_toml_token_scan_passes_every_document_within_the_limits(document: Document) -> None:
+    scan_tokens(tomli_w.dumps(document), ORIGIN)
+
+
+@pytest.mark.parametrize("build", [_nested, lambda depth: {"t": _nested(depth - 2, [1])}])
+def test_the_toml_token_scan_names_the_first_path_past_the_limit(
+    build: Callable[[int], Document],
+) -> None:
+    scan_tokens(tomli_w.dumps(build(MAX_DEPTH)), ORIGIN)
+    with pytest.raises(LimitError, match=DEPTH_LIMIT):
+        scan_tokens(tomli_w.dumps(build(MAX_DEPTH + 1)), ORIGIN)

@@ -2,10 +2,11 @@
 
 ``tomllib`` cannot be asked to stop early, and what it does with hostile text is costly
 before any result exists to check: a dotted key of ``n`` segments costs it time and memory
-in ``n²`` (100,000 segments, 4 KB of text, take gigabytes), and a decimal integer of more
-than 4,300 digits raises ``ValueError`` from inside it. So the text is scanned first,
-token by token (strings and comments skipped by regular expressions, so the scan is
-linear), and a path past :data:`~dynconf.limits.MAX_DEPTH` or an integer past
+in ``n²`` (100,000 segments take gigabytes), and a decimal integer of more than 4,300
+digits raises ``ValueError`` from inside it. So the text is scanned first, when a quick
+look finds a line of many dots, deep brackets or a long run of digits: token by token,
+strings and comments skipped by regular expressions, so the scan is linear. A path past
+:data:`~dynconf.limits.MAX_DEPTH` or an integer past
 :data:`~dynconf.limits.MAX_INTEGER_DIGITS` is refused with a
 :class:`~dynconf.errors.LimitError` naming the path as written: the table header's keys,
 the dotted key, array indices. An array of tables (``[[a]]``) is named without its index.
@@ -22,23 +23,38 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from dynconf.errors import Origin
-from dynconf.limits import MAX_DEPTH, integer_text_fits, long_integer, path_text, too_deep
+from dynconf.limits import (
+    MAX_DEPTH,
+    MAX_INTEGER_DIGITS,
+    integer_text_fits,
+    long_integer,
+    path_text,
+    too_deep,
+)
 
-__all__ = ["scan"]
+__all__ = ["scan", "scan_tokens"]
 
 LABEL: Final = "TOML"
 
+_STRINGS: Final = (
+    r'''"""[^"\\]*(?:(?:\\[\s\S]|"(?!""))[^"\\]*)*"{3,5}'''
+    r"""|'''[^']*(?:'(?!'')[^']*)*'{3,5}"""
+    r'''|"[^"\\\n]*(?:\\.[^"\\\n]*)*"'''
+    r"""|'[^'\n]*'"""
+)
+"""The four TOML strings (multi-line basic and literal, basic, literal), each unrolled so
+that matching is linear."""
 _TOKEN: Final = re.compile(
-    r'''(?P<string>"""(?:[^"\\]|\\[\s\S]|"(?!""))*"{3,5}'''
-    r"""|'''[\s\S]*?'{3,5}"""
-    r'''|"(?:[^"\\\n]|\\.)*"'''
-    r"""|'[^'\n]*')"""
+    f"(?P<string>{_STRINGS})"
     r"""|(?P<skip>\#[^\n]*|[ \t\r]+)"""
     r"""|(?P<punct>[\[\]{}=,.\n])"""
     r"""|(?P<bare>[^\s\[\]{}=,."'\#]+)"""
     r"""|(?P<other>.)""",
 )
+_STRING_OR_COMMENT: Final = re.compile(_STRINGS + r"|#[^\n]*")
+_BRACKET: Final = re.compile(r"[\[\]{}]")
 _DECIMAL: Final = re.compile(r"[+-]?[0-9_]+")
+_LONG_DIGITS: Final = re.compile(f"[0-9_]{{{MAX_INTEGER_DIGITS + 1}}}")
 
 
 @dataclass
@@ -99,8 +115,38 @@ def _names(parts: list[str]) -> list[str | int]:
     return names
 
 
+def _suspect(text: str) -> bool:
+    """Whether the text could hold either hazard; most documents are cleared here in C.
+
+    A dotted key sits on one line, so one past the limit needs a line of
+    ``MAX_DEPTH`` dots; an overlong integer needs a run of that many digits; brackets
+    nested ``MAX_DEPTH`` deep (strings and comments aside) are where ``tomllib`` could meet
+    Python's recursion limit before the check after parsing could name the path.
+    """
+    if _LONG_DIGITS.search(text):
+        return True
+    if text.count(".") >= MAX_DEPTH and any(
+        line.count(".") >= MAX_DEPTH for line in text.split("\n")
+    ):
+        return True
+    if text.count("[") + text.count("{") < MAX_DEPTH:
+        return False
+    depth = 0
+    for match in _BRACKET.finditer(_STRING_OR_COMMENT.sub("", text)):
+        depth = depth + 1 if match.group() in "[{" else max(depth - 1, 0)
+        if depth >= MAX_DEPTH:
+            return True
+    return False
+
+
 def scan(text: str, origin: Origin) -> None:
     """Refuse ``text`` when a path in it nests past the limit or an integer is too long."""
+    if _suspect(text):
+        scan_tokens(text, origin)
+
+
+def scan_tokens(text: str, origin: Origin) -> None:
+    """:func:`scan` without the quick look: every token of the text."""
     state = _State(origin)
     end = len(text)
     for match in _TOKEN.finditer(text):
