@@ -9,9 +9,11 @@ else (scalar, array, null) replaces what was below it whole. ``bool`` is never c
 with ``int`` (Python's ``True == 1`` is the trap), which is why comparisons here go through
 :func:`same_value`.
 
-Every walker here is iterative (an explicit stack), so a deep document costs memory in
-proportion to its size and never a ``RecursionError``; a dotted path longer than
-:data:`dynconf.limits.MAX_DEPTH` segments is refused where it is split.
+The copy, merge, leaf walk and comparison are iterative (an explicit stack), so a deep
+document costs memory in proportion to its size and never a ``RecursionError``; the
+canonical JSON recurses, as ``json`` does, within the depth every parser enforces
+(:data:`dynconf.limits.MAX_DEPTH`). A dotted path longer than that is refused where it is
+split.
 """
 
 from __future__ import annotations
