@@ -16,28 +16,40 @@ The semantics a configuration file needs, kept from the reference:
 * six extra filters: ``b64encode``, ``b64decode``, ``json``, ``yaml``, ``quote`` and
   ``required``; plugins add more through the ``dynconf_template_filters`` hook.
 
-Errors are :class:`InvalidError`\\ s that name the template line and the undefined name or
-syntax problem; they never carry a value from the document.
+Errors are :class:`InvalidError`\\ s that name the template line and the kind of error
+(an undefined name as the template spells it, a syntax problem, a refused filter, a limit);
+they never carry text the document produced — not in a message a filter or Python wrote, not
+as a keyword name built from a value, not as ``required``'s message when a value supplied it.
+
+The sandbox also bounds work and size (:mod:`dynconf.template_limits`): every loop,
+lookup, call and amplifying operator (``*``, ``**``, ``+``, ``%``, ``~``, padding and joining
+filters and methods) is metered before it allocates, the output stops at 8 MiB, and a
+template nested too deeply to compile is refused — each as one line naming the limit.
 """
 
 from __future__ import annotations
 
 import functools
 import re
+import types
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from string import Formatter
 from typing import Any, Final
 
-from jinja2 import StrictUndefined, Template, TemplateSyntaxError, UndefinedError
+from jinja2 import StrictUndefined, Template, TemplateSyntaxError, UndefinedError, nodes
 from jinja2.exceptions import SecurityError, TemplateRuntimeError
-from jinja2.sandbox import ImmutableSandboxedEnvironment
-from jinja2.utils import missing
+from jinja2.runtime import Context
+from jinja2.sandbox import ImmutableSandboxedEnvironment, SandboxedFormatter
+from jinja2.utils import generate_lorem_ipsum, missing
+from jinja2.visitor import NodeTransformer
 
 from dynconf.document import Document
 from dynconf.errors import InvalidError, Origin
 from dynconf.template_filters import (
     BUILTIN_FILTERS,
     REQUIRED_MESSAGE,
+    RequiredRefusal,
     TemplateFilterError,
     _as_text,
     b64decode,
@@ -46,6 +58,19 @@ from dynconf.template_filters import (
     required,
     to_json,
     to_yaml,
+)
+from dynconf.template_limits import (
+    FILTER_CHECKS,
+    MAX_NESTING,
+    MAX_OUTPUT_BYTES,
+    METHOD_CHECKS,
+    TemplateLimitError,
+    check_binop,
+    check_format_spec,
+    check_lipsum,
+    concat,
+    current_budget,
+    metered,
 )
 
 __all__ = [
@@ -63,6 +88,19 @@ __all__ = [
 
 _TEMPLATE_NAME: Final = "<template>"
 _COMPILED_KEEP: Final = 64
+_ITERATE: Final = "_dynconf_iterate"
+_CONCAT: Final = "_dynconf_concat"
+_BLOCKS: Final = (
+    nodes.For,
+    nodes.If,
+    nodes.With,
+    nodes.Macro,
+    nodes.CallBlock,
+    nodes.FilterBlock,
+    nodes.Block,
+    nodes.AssignBlock,
+    nodes.Scope,
+)
 
 
 class _UndefinedUse(UndefinedError):
@@ -91,17 +129,187 @@ class _StrictUndefined(StrictUndefined):
             self._undefined_exception = functools.partial(_UndefinedUse, name=name)  # type: ignore[assignment]
 
 
+class _NoLoader(TypeError):
+    """``include``, ``import`` or ``extends`` asked for another template; there is no loader."""
+
+
+class _TooDeep(Exception):
+    """The template nests blocks past :data:`MAX_NESTING`; ``line`` is where it does."""
+
+    def __init__(self, line: int | None) -> None:
+        super().__init__()
+        self.line = line
+
+
 def _finalize(value: Any) -> Any:
     if isinstance(value, bool) or value is None or isinstance(value, (dict, list, tuple)):
+        current_budget().size(value)
         return _as_text(value)
     return value
+
+
+def _metered_filter(name: str, function: Callable[..., Any]) -> Callable[..., Any]:
+    """``function`` with its arguments measured and pre-checked, and its result counted.
+
+    jinja2 calls filters directly (not through :meth:`SandboxedEnvironment.call`), so this
+    wrapper is where every filter — jinja2's, ours and a plugin's — meets the budget.
+    ``functools.wraps`` keeps the ``jinja_pass_arg`` marker, so jinja2 still passes the
+    environment or context first; those are skipped when measuring.
+    """
+    passes = 1 if getattr(function, "jinja_pass_arg", None) is not None else 0
+    check = FILTER_CHECKS.get(name)
+
+    @functools.wraps(function)
+    def metered_filter(*args: Any, **kwargs: Any) -> Any:
+        budget = current_budget()
+        budget.tick()
+        own = args[passes:]
+        for value in (*own, *kwargs.values()):
+            budget.size(value)
+        if check is not None:
+            check(budget, *own, **kwargs)
+        return budget.result(function(*args, **kwargs))
+
+    return metered_filter
+
+
+def _metered_lipsum(*args: Any, **kwargs: Any) -> str:
+    check_lipsum(*args, **kwargs)
+    return generate_lorem_ipsum(*args, **kwargs)
+
+
+class _MeteredFormatter(SandboxedFormatter):
+    """``str.format`` with each field's width and value measured before it is padded."""
+
+    def format_field(self, value: Any, format_spec: str) -> Any:
+        budget = current_budget()
+        budget.tick()
+        budget.size(value)
+        check_format_spec(budget, format_spec)
+        return super().format_field(value, format_spec)
+
+
+class _Meter(NodeTransformer):
+    """Route every ``for`` loop's iterable and every ``~`` through the budget.
+
+    jinja2 compiles both to plain Python (a ``for`` statement, ``str_join``), out of the
+    sandbox's reach, so the parse tree is rewritten to call two internal filters instead.
+    """
+
+    def visit_For(self, node: nodes.For) -> nodes.Node:
+        self.generic_visit(node)
+        node.iter = nodes.Filter(node.iter, _ITERATE, [], [], None, None, lineno=node.lineno)
+        return node
+
+    def visit_Concat(self, node: nodes.Concat) -> nodes.Node:
+        self.generic_visit(node)
+        parts = nodes.List(node.nodes, lineno=node.lineno)
+        return nodes.Filter(parts, _CONCAT, [], [], None, None, lineno=node.lineno)
+
+
+def _check_nesting(tree: nodes.Template) -> None:
+    """Refuse blocks nested past :data:`MAX_NESTING` (walked without recursion)."""
+    stack: list[tuple[nodes.Node, int]] = [(tree, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, _BLOCKS):
+            depth += 1
+            if depth > MAX_NESTING:
+                raise _TooDeep(node.lineno)
+        stack.extend((child, depth) for child in node.iter_child_nodes())
+
+
+def _iterate(value: Any) -> Iterator[Any]:
+    return current_budget().iterate(value)
+
+
+def _bounded_join(parts: Any) -> str:
+    """What a block, a macro or ``{% set %}...{% endset %}`` joins its output with."""
+    chunks = list(parts)
+    budget = current_budget()
+    budget.build(sum(len(chunk) for chunk in chunks))
+    return "".join(chunks)
+
+
+class _Environment(ImmutableSandboxedEnvironment):
+    """The immutable sandbox, with every amplifying operation metered by a budget."""
+
+    intercepted_binops = frozenset({"*", "**", "+", "%"})
+    concat = staticmethod(_bounded_join)
+
+    def _parse(self, source: str, name: str | None, filename: str | None) -> nodes.Template:
+        tree = super()._parse(source, name, filename)
+        _check_nesting(tree)
+        rewritten = _Meter().visit(tree)
+        assert isinstance(rewritten, nodes.Template)
+        return rewritten
+
+    def _load_template(self, name: Any, globals: Any) -> Template:
+        raise _NoLoader()
+
+    def call_binop(self, context: Context, operator: str, left: Any, right: Any) -> Any:
+        budget = current_budget()
+        check_binop(budget, operator, left, right)
+        return budget.result(super().call_binop(context, operator, left, right))
+
+    def getattr(self, obj: Any, attribute: str) -> Any:
+        current_budget().tick()
+        return super().getattr(obj, attribute)
+
+    def getitem(self, obj: Any, argument: Any) -> Any:
+        current_budget().tick()
+        return super().getitem(obj, argument)
+
+    def call(__self, __context: Context, __obj: Any, *args: Any, **kwargs: Any) -> Any:
+        budget = current_budget()
+        budget.tick()
+        for value in (*args, *kwargs.values()):
+            budget.size(value)
+        return budget.result(super().call(__context, __obj, *args, **kwargs))
+
+    def wrap_str_format(self, value: Any) -> Callable[..., str] | None:
+        """Meter ``str.format`` fields and the ``str`` methods that can outgrow their string."""
+        if not isinstance(value, (types.MethodType, types.BuiltinMethodType)):
+            return None
+        owner = getattr(value, "__self__", None)
+        if not isinstance(owner, str):
+            return None
+        method = value.__name__
+        if method in ("format", "format_map"):
+            return self._format_method(owner, value, method == "format_map")
+        check = METHOD_CHECKS.get(method)
+        if check is None:
+            return None
+
+        def checked(*args: Any, **kwargs: Any) -> Any:
+            budget = current_budget()
+            check(budget, owner, *args, **kwargs)
+            return budget.result(value(*args, **kwargs))
+
+        return functools.update_wrapper(checked, value)
+
+    def _format_method(
+        self, owner: str, value: Callable[..., str], is_map: bool
+    ) -> Callable[..., str]:
+        formatter: Formatter = _MeteredFormatter(self)
+
+        def formatted(*args: Any, **kwargs: Any) -> str:
+            if is_map:
+                if kwargs or len(args) != 1:
+                    raise TypeError("format_map() takes exactly one argument")
+                kwargs, args = args[0], ()
+            budget = current_budget()
+            budget.tick()
+            return str(budget.result(formatter.vformat(owner, args, kwargs)))
+
+        return functools.update_wrapper(formatted, value)
 
 
 class _Sandbox:
     """One sandboxed environment for one set of filters, with compiled templates kept."""
 
     def __init__(self, filters: Mapping[str, Callable[..., Any]]) -> None:
-        self.environment = ImmutableSandboxedEnvironment(
+        self.environment = _Environment(
             undefined=_StrictUndefined,
             finalize=_finalize,
             keep_trailing_newline=True,
@@ -109,7 +317,13 @@ class _Sandbox:
             loader=None,
             extensions=(),
         )
-        self.environment.filters.update(filters)
+        every = {**self.environment.filters, **filters}
+        self.environment.filters.update(
+            {name: _metered_filter(name, function) for name, function in every.items()}
+        )
+        self.environment.filters[_ITERATE] = _iterate
+        self.environment.filters[_CONCAT] = concat
+        self.environment.globals["lipsum"] = _metered_lipsum
         self._compiled: OrderedDict[str, Template] = OrderedDict()
 
     def compile(self, source: str) -> Template:
@@ -177,12 +391,78 @@ def _undefined_spelling(source: str, line: int | None, name: object) -> str | No
     return None
 
 
+_KINDS: Final[dict[type[BaseException], str]] = {
+    ZeroDivisionError: "a division by zero",
+    OverflowError: "a number too large for the operation",
+    ValueError: "a value the operation cannot convert or accept",
+    AttributeError: "an attribute the value does not have",
+    KeyError: "a key the value does not have",
+    IndexError: "an index past the end of a sequence",
+    RecursionError: "a macro or recursive loop that recursed past Python's depth limit",
+    MemoryError: "more memory than the process has",
+    TypeError: "an argument a filter, test or function does not take, or a value of the wrong type",
+}
+
+
+def _kind(exc: BaseException) -> str:
+    """What went wrong, in words chosen here: an exception's own text may quote a value."""
+    name = type(exc).__name__
+    for kind, words in _KINDS.items():
+        if isinstance(exc, kind):
+            return f"{words} ({name})"
+    if isinstance(exc, TemplateRuntimeError):
+        return f"a filter or test given an argument it does not accept ({name})"
+    return name
+
+
+def _template_error(exc: Exception, source: str) -> str:
+    """The one-line message of a failed render: the line and the kind, never a value.
+
+    This is the one place a template's failure becomes a dynconf error, so it is the one
+    place that decides what of it may be shown: the template's own text (a name as the
+    template spells it, ``required``'s message when the template wrote it) and sentences
+    written here — nothing an exception, a filter or the document produced.
+    """
+    line = _template_line(exc)
+    at = _at(line)
+    if isinstance(exc, _UndefinedUse):
+        spelled = _undefined_spelling(source, line, exc.name)
+        what = f"`{spelled}`" if spelled else "a key"
+        return (
+            f"the template uses {what}{at}, but the document does not define it; fix the "
+            "name, add the key to the document, or give it a `default(...)`"
+        )
+    if isinstance(exc, SecurityError):
+        return (
+            f"the template reaches for something the sandbox refuses{at}; a template may read "
+            "the document's keys and values only"
+        )
+    if isinstance(exc, TemplateLimitError):
+        return (
+            f"the template went past {exc}{at}; make it do less, or render a smaller section "
+            "of the document"
+        )
+    if isinstance(exc, RequiredRefusal):
+        given = exc.given
+        if given is not None and given.strip() and given in source:
+            return f"{given}{at}"
+        return f"{REQUIRED_MESSAGE}{at}"
+    if isinstance(exc, TemplateFilterError):
+        # A filter's own refusal: its message names the problem, never the value (the
+        # contract of TemplateFilterError, kept by ours and asked of plugins).
+        return f"{exc},{at}" if at else str(exc)
+    if isinstance(exc, _NoLoader):
+        return f"the template failed{at}: include, import and extends cannot read other templates"
+    return f"the template failed{at} with {_kind(exc)}; fix the template"
+
+
 def render_template(source: str, context: Document, *, origin: Origin) -> str:
-    """Render template text against a resolved document.
+    """Render template text against a resolved document, within the sandbox's limits.
 
     ``origin`` names the template (its file, or inline) in every error. Raises
-    :class:`InvalidError` for a syntax error, an undefined name, a refused attribute, or a
-    filter that refused its input — each naming the template line, never a value.
+    :class:`InvalidError` for a syntax error, a template nested too deeply to compile, an
+    undefined name, a refused attribute, a filter that refused its input, a limit passed,
+    or any other failure — each naming the template line and the kind, never a value.
     """
     sandbox = _current_sandbox.get()
     try:
@@ -192,41 +472,32 @@ def render_template(source: str, context: Document, *, origin: Origin) -> str:
             f"the template has a syntax error{_at(exc.lineno)}: {exc.message}; fix the template",
             origin=origin,
         ) from None
+    except _TooDeep as exc:
+        raise InvalidError(
+            f"the template nests blocks more than {MAX_NESTING} deep{_at(exc.line)}; "
+            "flatten it (a macro, or fewer nested loops and conditions)",
+            origin=origin,
+        ) from None
+    except (RecursionError, SyntaxError, MemoryError):
+        raise InvalidError(
+            "the template nests expressions too deeply to compile (Python's parser limit); "
+            "flatten it (fewer nested parentheses, brackets or filters in one expression)",
+            origin=origin,
+        ) from None
     try:
-        return template.render(context)
-    except _UndefinedUse as exc:
-        line = _template_line(exc)
-        spelled = _undefined_spelling(source, line, exc.name)
-        what = f"`{spelled}`" if spelled else "a key"
-        raise InvalidError(
-            f"the template uses {what}{_at(line)}, but the document does not define it; fix "
-            "the name, add the key to the document, or give it a `default(...)`",
-            origin=origin,
-        ) from None
-    except SecurityError as exc:
-        line = _template_line(exc)
-        raise InvalidError(
-            f"the template reaches for something the sandbox refuses{_at(line)}; a template "
-            "may read the document's keys and values only",
-            origin=origin,
-        ) from None
-    except TemplateFilterError as exc:
-        line = _template_line(exc)
-        where = f",{_at(line)}" if line is not None else ""
-        raise InvalidError(f"{exc}{where}", origin=origin) from None
-    except TypeError as exc:
-        line = _template_line(exc)
-        if "no loader" in str(exc):
-            reason = "include, import and extends cannot read other templates"
-        else:
-            reason = str(exc)
-        raise InvalidError(
-            f"the template failed{_at(line)}: {reason}; fix the template", origin=origin
-        ) from None
+        with metered():
+            return _render(template, context)
     except Exception as exc:
-        line = _template_line(exc)
-        # Arbitrary exception text may quote a value, so only the type is reported.
-        raise InvalidError(
-            f"the template failed{_at(line)} with {type(exc).__name__}; fix the template",
-            origin=origin,
-        ) from None
+        raise InvalidError(_template_error(exc, source), origin=origin) from None
+
+
+def _render(template: Template, context: Document) -> str:
+    """The template's text, refused once it passes :data:`MAX_OUTPUT_BYTES`."""
+    chunks: list[str] = []
+    size = 0
+    for chunk in template.generate(context):
+        size += len(chunk) if chunk.isascii() else len(chunk.encode("utf-8", "surrogatepass"))
+        if size > MAX_OUTPUT_BYTES:
+            raise TemplateLimitError("the output ceiling", MAX_OUTPUT_BYTES, "bytes")
+        chunks.append(chunk)
+    return "".join(chunks)

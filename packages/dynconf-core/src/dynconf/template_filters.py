@@ -19,6 +19,7 @@ from typing import Any, Final
 __all__ = [
     "BUILTIN_FILTERS",
     "REQUIRED_MESSAGE",
+    "RequiredRefusal",
     "TemplateFilterError",
     "b64decode",
     "b64encode",
@@ -38,6 +39,18 @@ class TemplateFilterError(Exception):
     Plugin filters raise this to get the same one-line error (with the template line) the
     built-in filters give; any other exception is reported by its type only.
     """
+
+
+class RequiredRefusal(TemplateFilterError):
+    """``required`` refused an empty value; ``given`` is the message argument, if any.
+
+    The message is shown only when the template wrote it: ``required(db.password)`` would
+    otherwise print a value, so :mod:`dynconf.template` checks it against the source.
+    """
+
+    def __init__(self, given: str | None) -> None:
+        super().__init__(REQUIRED_MESSAGE)
+        self.given = given
 
 
 def _is_undefined(value: Any) -> bool:
@@ -132,7 +145,7 @@ def quote(value: Any) -> str:
 def required(value: Any, message: str | None = None) -> Any:
     """The value itself, or an error when it is undefined, null, ``""``, ``[]`` or ``{}``."""
     if _is_empty(value):
-        raise TemplateFilterError(message or REQUIRED_MESSAGE)
+        raise RequiredRefusal(message if isinstance(message, str) else None)
     return value
 
 

@@ -158,6 +158,46 @@ def test_other_failures_report_the_type_only() -> None:
     assert "ZeroDivisionError" in message
 
 
+# Each of these once printed the password: as a keyword name in a TypeError, as
+# ``required``'s message, or in an exception's text. The error names the line and the kind.
+VALUE_LEAKS = {
+    "truncate with a keyword made of a value": "{{ 'x' | truncate(**{db.password: 1}) }}",
+    "lipsum with a keyword made of a value": "{{ lipsum(**{db.password: 1}) }}",
+    "int with a keyword made of a value": "{{ db.password | int(**{db.password: 1}) }}",
+    "a macro with a keyword made of a value": (
+        "{% macro m() %}{% endmacro %}{{ m(**{db.password: 1}) }}"
+    ),
+    "required with a value as its message": "{{ db.empty | required(db.password) }}",
+    "required with a computed message": "{{ db.empty | required('no ' ~ db.password) }}",
+    "a value in a wrong-type filter": "{{ db.password | round(db.password) }}",
+    "a value added to a number": "{{ db.password + 1 }}",
+    "a value as a printf format": "{{ db.password % 1 }}",
+    "a value as a range": "{{ range(db.password) }}",
+    "a value as a filter argument": "{{ db.password | format(db.password, x=1) }}",
+    "a value as a test name": "{{ db.list | select(db.password) | list }}",
+    "a value as a filter name": "{{ db.list | map(db.password) | list }}",
+    "a value called": "{{ db.password() }}",
+    "division by zero with a value": "{{ db.password | length // db.zero }}",
+    "a value as a sort attribute": "{{ db.list | sort(attribute=db.password) }}",
+    "a value compared": "{{ db.list | sort }}{{ db.password > 1 }}",
+    "a value unpacked": "{% for a, b in db.password %}{% endfor %}",
+    "a value in str.format": "{{ '{0[' ~ db.password ~ ']}'.format(db) }}",
+    "a value as a sameas argument": "{{ db.password is sameas(1, db.password) }}",
+}
+
+
+@pytest.mark.parametrize("name", VALUE_LEAKS)
+def test_template_errors_never_carry_a_document_value(name: str) -> None:
+    document = {"db": {"password": SECRET, "empty": "", "list": [1, 2], "zero": 0}}
+    message = refusal("line one\n" + VALUE_LEAKS[name], document)
+    assert "template line 2" in message
+    assert "\n" not in message
+
+
+def test_required_shows_the_message_the_template_wrote() -> None:
+    assert "give the password" in refusal("{{ v | required('give the password') }}", {"v": ""})
+
+
 def test_template_file_is_reread_at_every_render(tmp_path: Path) -> None:
     template = tmp_path / "app.tmpl"
     spec = OutputSpec(path=tmp_path / "app.env", template=TemplateSource.file(template))
