@@ -478,13 +478,23 @@ class DynamicConfig(Generic[M]):
         return self._snapshot.resolved
 
     def fingerprint(self) -> str:
-        """``sha256:`` + hex over the canonical JSON of the installed section."""
+        """The installed configuration's fingerprint: what to POST to the agent's ``/applied``.
+
+        It is :func:`dynconf.document.digest` of the bytes of the highest-precedence document
+        the load read (the file the agent rendered, or the store's text), exactly the string
+        the agent wrote to ``.<name>.meta``, whichever section this config reads and
+        whatever defaults or environment layer over it. With no document at all (defaults
+        and environment only) it is the digest of the installed section's canonical JSON.
+        """
         snapshot = self._snapshot
         if snapshot is None:
             self._not_initialised()
         assert snapshot is not None
         if not snapshot.fingerprint:
-            snapshot.fingerprint = fingerprint(snapshot.resolved.section)
+            digests = snapshot.resolved.digests
+            snapshot.fingerprint = (
+                digests[-1] if digests else fingerprint(snapshot.resolved.section)
+            )
         return snapshot.fingerprint
 
     def source_of(self, path: str) -> Origin | None:

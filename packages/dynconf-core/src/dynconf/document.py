@@ -32,6 +32,7 @@ __all__ = [
     "Value",
     "canonical_json",
     "deep_copy",
+    "digest",
     "deep_merge",
     "expand_paths",
     "fingerprint",
@@ -244,7 +245,16 @@ def canonical_json(document: Value) -> str:
     )
 
 
+def digest(data: bytes) -> str:
+    """``sha256:`` + the hex digest of exactly these bytes: the one fingerprint.
+
+    The agent's ``.meta`` file and ``POST /applied`` carry it over a rendered file's bytes,
+    and :meth:`dynconf.DynamicConfig.fingerprint` over the bytes of the file it read, so an
+    application acknowledges with the very string the agent published.
+    """
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
 def fingerprint(document: Value) -> str:
-    """``sha256:`` + hex digest of the canonical JSON of a resolved document."""
-    digest = hashlib.sha256(canonical_json(document).encode("utf-8")).hexdigest()
-    return f"sha256:{digest}"
+    """:func:`digest` of the canonical JSON of a document (for a value with no file behind it)."""
+    return digest(canonical_json(document).encode("utf-8"))

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Final
 
+from dynconf.document import digest
 from dynconf.errors import BackendError, IoError, Origin
 
 __all__ = [
@@ -70,11 +71,6 @@ class Published:
     size: int
     history_entry: Path | None = None
     meta_file: Path | None = None
-
-
-def digest(data: bytes) -> str:
-    """``sha256:`` + the hex digest of exactly these bytes (the meta file's fingerprint)."""
-    return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
 def meta_path(path: str | os.PathLike[str]) -> Path:

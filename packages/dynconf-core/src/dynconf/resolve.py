@@ -26,6 +26,7 @@ from dynconf.document import (
     Value,
     deep_copy,
     deep_merge,
+    digest,
     expand_paths,
     get_path,
     has_path,
@@ -220,8 +221,11 @@ class Resolved:
         copies: list[_AliasCopy],
         files: list[Path],
         dirs: list[Path],
+        digests: list[str] | None = None,
     ) -> None:
         self.section = section
+        self.digests = digests or []
+        """:func:`~dynconf.document.digest` of each document's text, in precedence order."""
         self.layers = layers
         self._documents = documents
         self._copies = copies
@@ -370,6 +374,7 @@ class _Loader:
         self.documents: list[tuple[Origin, Document]] = []
         self.files: list[Path] = []
         self.dirs: list[Path] = []
+        self.digests: list[str] = []
         self._siblings: Document | None = None
 
     @property
@@ -387,6 +392,8 @@ class _Loader:
         else:
             fmt = self.registry.format_named(format_name)
         parsed = parse_document(text, fmt, origin)
+        # UTF-8 decoding is exact, so these are the bytes of the file (or the store's text)
+        self.digests.append(digest(text.encode("utf-8", "surrogatepass")))
         cut = section_of(parsed, self.spec.key, self.spec.whole_document, origin)
         if cut.siblings:
             self.documents.append((origin, cut.siblings))
@@ -457,6 +464,7 @@ class _Loader:
             copies=copies,
             files=self.files,
             dirs=self.dirs,
+            digests=self.digests,
         )
 
     def env_layers(self) -> None:

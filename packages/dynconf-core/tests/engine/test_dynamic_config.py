@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import threading
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import pytest
 from pydantic import BaseModel, SecretStr
 
 from dynconf.config import DynamicConfig, ReloadReason, changed_paths
+from dynconf.document import digest, fingerprint
 from dynconf.errors import InvalidError, NotInitialisedError, ParseError
 from dynconf.models import Values
 
@@ -87,7 +89,7 @@ def test_parse_error_is_refused_without_document_text(app_toml: Path) -> None:
     assert config.current().name == "billing"
 
 
-def test_fingerprint_is_sha256_of_canonical_json(app_toml: Path) -> None:
+def test_fingerprint_is_stable_across_reloads(app_toml: Path) -> None:
     config = DynamicConfig(None, "app").file(app_toml)
     config.init()
     fp = config.fingerprint()
@@ -264,3 +266,16 @@ def test_watch_covers_dotenv_and_secrets_dir(tmp_path: Path) -> None:
         write(secrets / "db__host", "rotated-host\n")
         assert config.changed(timeout=5) is not None
     assert config.current().db.host == "rotated-host"
+
+
+def test_fingerprint_is_the_digest_of_the_file_it_read(app_toml: Path) -> None:
+    config = DynamicConfig(None, "app").file(app_toml).set_default("extra", 1)
+    config.init()
+    assert config.fingerprint() == "sha256:" + hashlib.sha256(app_toml.read_bytes()).hexdigest()
+    assert config.fingerprint() == digest(app_toml.read_bytes())
+
+
+def test_fingerprint_without_a_document_is_the_canonical_json_digest() -> None:
+    config = DynamicConfig(None, "app").set_default("name", "x")
+    config.init()
+    assert config.fingerprint() == fingerprint({"name": "x"})
