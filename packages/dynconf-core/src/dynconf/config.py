@@ -21,7 +21,7 @@ from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any, Final, Generic, TypeVar
 
 import anyio
 
@@ -60,6 +60,9 @@ __all__ = [
 ]
 
 M = TypeVar("M")
+Hook: typing.TypeAlias = Callable[[M | None, M], None]
+"""A reload hook: ``hook(old, new)``, ``old`` is ``None`` on the first install."""
+_USAGE: Final = object()
 log = logging.getLogger("dynconf.engine")
 
 _KNOWN_EXTENSIONS = ("toml", "json", "yaml", "yml", "ini", "properties")
@@ -527,10 +530,40 @@ class DynamicConfig(Generic[M]):
         self._hooks.append(hook)
         return HookGuard(lambda: self._hooks.remove(hook) if hook in self._hooks else None)
 
-    def on_change(self, *paths: str) -> Callable[[Callable[[M | None, M], None]], HookGuard]:
-        """Decorator form of :meth:`on_reload` that fires only when one of ``paths`` moved."""
+    @typing.overload
+    def on_change(self, path: str, /, *paths: str) -> Callable[[Hook[M]], HookGuard]: ...
 
-        def register(hook: Callable[[M | None, M], None]) -> HookGuard:
+    @typing.overload
+    def on_change(self, path: str, hook: Hook[M], /) -> HookGuard: ...
+
+    @typing.overload
+    def on_change(self, path: str, /, *rest: str | Hook[M]) -> Any: ...
+
+    def on_change(self, *args: Any) -> Any:
+        """:meth:`on_reload` for a hook that fires only when one of the named paths moved.
+
+        Two forms, both taking one or more dotted paths: ``config.on_change("db", hook)``
+        registers ``hook(old, new)`` at once and returns its :class:`HookGuard`;
+        ``@config.on_change("db", "cache")`` decorates the hook. Anything else — a hook
+        with no path, a path that is not a string — is a :class:`TypeError` saying so,
+        never a hook silently registered under a path nobody writes.
+        """
+        *paths, last = args if args else (_USAGE,)
+        hook = None
+        if callable(last) and paths:
+            hook = last
+        else:
+            paths.append(last)
+        for position, path in enumerate(paths, 1):
+            if not isinstance(path, str) or not path:
+                given = "nothing" if path is _USAGE else f"a {type(path).__name__}"
+                raise TypeError(
+                    f"on_change takes one or more dotted paths, then optionally the hook: "
+                    f'config.on_change("db", hook) or @config.on_change("db"); argument '
+                    f"{position} is {given}, not a path"
+                )
+
+        def register(hook: Hook[M]) -> HookGuard:
             state: dict[str, Document | None] = {"section": None}
 
             def filtered(old: M | None, new: M) -> None:
@@ -542,7 +575,7 @@ class DynamicConfig(Generic[M]):
 
             return self.on_reload(filtered)
 
-        return register
+        return register if hook is None else register(hook)
 
     def on_reload_failed(self, hook: Callable[[DynconfError], None]) -> HookGuard:
         self._failure_hooks.append(hook)

@@ -279,3 +279,37 @@ def test_fingerprint_without_a_document_is_the_canonical_json_digest() -> None:
     config = DynamicConfig(None, "app").set_default("name", "x")
     config.init()
     assert config.fingerprint() == fingerprint({"name": "x"})
+
+
+def test_on_change_with_a_hook_argument_registers_it(app_toml: Path) -> None:
+    fired: list[int] = []
+    config = DynamicConfig(App, "app").file(app_toml)
+    guard = config.on_change("db", lambda _old, new: fired.append(new.db.port))
+    config.init()
+    write(app_toml, app_toml.read_text().replace("5432", "6543"))
+    config.reload()
+    assert fired == [5432, 6543]
+    guard.close()
+    write(app_toml, app_toml.read_text().replace("6543", "7654"))
+    config.reload()
+    assert fired == [5432, 6543]
+
+
+def test_on_change_takes_several_paths_then_the_hook(app_toml: Path) -> None:
+    fired: list[str] = []
+    config = DynamicConfig(App, "app").file(app_toml)
+    config.on_change("nothing", "name", lambda _old, new: fired.append(new.name))
+    config.init()
+    assert fired == ["billing"]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [(), (print,), (["db"],), (1, print), ("db", 2), ("",)],
+    ids=["nothing", "a hook alone", "a list", "a number", "a number after a path", "empty"],
+)
+def test_on_change_refuses_what_is_not_a_path_saying_how_to_call_it(args: tuple[object]) -> None:
+    config = DynamicConfig(None, "app")
+    with pytest.raises(TypeError) as caught:
+        config.on_change(*args)  # type: ignore[call-overload]
+    assert 'config.on_change("db", hook)' in str(caught.value)
