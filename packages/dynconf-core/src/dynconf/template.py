@@ -41,7 +41,7 @@ from jinja2 import StrictUndefined, Template, TemplateSyntaxError, UndefinedErro
 from jinja2.exceptions import SecurityError, TemplateRuntimeError
 from jinja2.runtime import Context
 from jinja2.sandbox import ImmutableSandboxedEnvironment, SandboxedFormatter
-from jinja2.utils import generate_lorem_ipsum, missing
+from jinja2.utils import _PassArg, generate_lorem_ipsum, missing, pass_context
 from jinja2.visitor import NodeTransformer
 
 from dynconf.document import Document
@@ -64,6 +64,7 @@ from dynconf.template_limits import (
     MAX_NESTING,
     MAX_OUTPUT_BYTES,
     METHOD_CHECKS,
+    STRUCTURAL_FILTERS,
     TemplateLimitError,
     check_binop,
     check_format_spec,
@@ -148,29 +149,53 @@ def _finalize(value: Any) -> Any:
     return value
 
 
+def _passed(function: Callable[..., Any], context: Context) -> tuple[Any, ...]:
+    """What jinja2 would pass ``function`` first, taken from the context it passed us."""
+    kind = _PassArg.from_obj(function)
+    if kind is _PassArg.context:
+        return (context,)
+    if kind is _PassArg.eval_context:
+        return (context.eval_ctx,)
+    if kind is _PassArg.environment:
+        return (context.environment,)
+    return ()
+
+
 def _metered_filter(name: str, function: Callable[..., Any]) -> Callable[..., Any]:
     """``function`` with its arguments measured and pre-checked, and its result counted.
 
     jinja2 calls filters directly (not through :meth:`SandboxedEnvironment.call`), so this
-    wrapper is where every filter — jinja2's, ours and a plugin's — meets the budget.
-    ``functools.wraps`` keeps the ``jinja_pass_arg`` marker, so jinja2 still passes the
-    environment or context first; those are skipped when measuring.
+    wrapper is where every filter — jinja2's, ours and a plugin's — meets the budget. It
+    takes the context (``pass_context``) whatever ``function`` asks for, and hands
+    ``function`` what it asked for: a context filter is never folded into a constant at
+    compile time, so no filter runs where no budget meters it.
     """
-    passes = 1 if getattr(function, "jinja_pass_arg", None) is not None else 0
     check = FILTER_CHECKS.get(name)
+    measured = name not in STRUCTURAL_FILTERS
 
+    @pass_context
     @functools.wraps(function)
-    def metered_filter(*args: Any, **kwargs: Any) -> Any:
+    def metered_filter(context: Context, *args: Any, **kwargs: Any) -> Any:
         budget = current_budget()
         budget.tick()
-        own = args[passes:]
-        for value in (*own, *kwargs.values()):
-            budget.size(value)
+        if measured:
+            for value in (*args, *kwargs.values()):
+                budget.size(value)
         if check is not None:
-            check(budget, *own, **kwargs)
-        return budget.result(function(*args, **kwargs))
+            check(budget, *args, **kwargs)
+        return budget.result(function(*_passed(function, context), *args, **kwargs))
 
     return metered_filter
+
+
+@pass_context
+def _iterate(_context: Context, value: Any) -> Iterator[Any]:
+    return current_budget().iterate(value)
+
+
+@pass_context
+def _concat(_context: Context, parts: list[Any]) -> str:
+    return concat(parts)
 
 
 def _metered_lipsum(*args: Any, **kwargs: Any) -> str:
@@ -219,10 +244,6 @@ def _check_nesting(tree: nodes.Template) -> None:
         stack.extend((child, depth) for child in node.iter_child_nodes())
 
 
-def _iterate(value: Any) -> Iterator[Any]:
-    return current_budget().iterate(value)
-
-
 def _bounded_join(parts: Any) -> str:
     """What a block, a macro or ``{% set %}...{% endset %}`` joins its output with."""
     chunks = list(parts)
@@ -261,10 +282,9 @@ class _Environment(ImmutableSandboxedEnvironment):
         return super().getitem(obj, argument)
 
     def call(__self, __context: Context, __obj: Any, *args: Any, **kwargs: Any) -> Any:
+        # Arguments are not measured: a callee that prints them is metered where it prints.
         budget = current_budget()
         budget.tick()
-        for value in (*args, *kwargs.values()):
-            budget.size(value)
         return budget.result(super().call(__context, __obj, *args, **kwargs))
 
     def wrap_str_format(self, value: Any) -> Callable[..., str] | None:
@@ -322,7 +342,7 @@ class _Sandbox:
             {name: _metered_filter(name, function) for name, function in every.items()}
         )
         self.environment.filters[_ITERATE] = _iterate
-        self.environment.filters[_CONCAT] = concat
+        self.environment.filters[_CONCAT] = _concat
         self.environment.globals["lipsum"] = _metered_lipsum
         self._compiled: OrderedDict[str, Template] = OrderedDict()
 
@@ -480,8 +500,8 @@ def render_template(source: str, context: Document, *, origin: Origin) -> str:
         ) from None
     except (RecursionError, SyntaxError, MemoryError):
         raise InvalidError(
-            "the template nests expressions too deeply to compile (Python's parser limit); "
-            "flatten it (fewer nested parentheses, brackets or filters in one expression)",
+            "the template nests expressions or blocks too deeply to compile (Python's own "
+            "limits); flatten it (fewer nested parentheses, filters or blocks)",
             origin=origin,
         ) from None
     try:

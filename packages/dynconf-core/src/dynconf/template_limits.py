@@ -369,6 +369,20 @@ def _iterates(budget: Budget, value: Any, *_: Any, **__: Any) -> None:
         budget.items(len(value))
 
 
+def _sum(budget: Budget, value: Any, *args: Any, **kwargs: Any) -> None:
+    _iterates(budget, value)
+    start = kwargs.get("start", args[1] if len(args) > 1 else 0)
+    if isinstance(start, (list, tuple)) and isinstance(value, (list, tuple)):
+        # summing lists concatenates them: the result holds every item of every list
+        total = len(start)
+        for item in value:
+            budget.tick()
+            total += len(item) if isinstance(item, (list, tuple, str)) else 1
+            budget.items(total)
+        if budget.size(value) > MAX_TEXT:
+            raise _text_limit()
+
+
 FILTER_CHECKS: Final[dict[str, Any]] = {
     "indent": _indent,
     "center": _pad,
@@ -380,6 +394,7 @@ FILTER_CHECKS: Final[dict[str, Any]] = {
     "batch": _chunks,
     "slice": _chunks,
     "tojson": _tojson,
+    "sum": _sum,
     **dict.fromkeys(
         (
             "list",
@@ -392,7 +407,6 @@ FILTER_CHECKS: Final[dict[str, Any]] = {
             "selectattr",
             "rejectattr",
             "groupby",
-            "sum",
             "min",
             "max",
             "items",
@@ -405,6 +419,47 @@ FILTER_CHECKS: Final[dict[str, Any]] = {
 
 Each is called as ``check(budget, *args, **kwargs)`` with the filter's own arguments
 (without jinja2's passed environment or context) and refuses before the filter runs.
+"""
+
+
+STRUCTURAL_FILTERS: Final = frozenset(
+    {
+        "length",
+        "count",
+        "first",
+        "last",
+        "default",
+        "d",
+        "random",
+        "list",
+        "sort",
+        "unique",
+        "reverse",
+        "select",
+        "reject",
+        "selectattr",
+        "rejectattr",
+        "map",
+        "groupby",
+        "min",
+        "max",
+        "items",
+        "dictsort",
+        "batch",
+        "slice",
+        "attr",
+        "abs",
+        "int",
+        "float",
+        "round",
+        "wordcount",
+        "required",
+    }
+)
+"""Filters that answer a part, a count or a reordering of their input, never its text.
+
+Their arguments are not measured (measuring walks a container once per render), so a
+document near the 8 MiB ceiling still has a ``length``; the filters that print are measured.
 """
 
 

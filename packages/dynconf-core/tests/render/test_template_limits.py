@@ -98,6 +98,8 @@ PAYLOADS: dict[str, tuple[str, str]] = {
         "{% set x %}{% for i in range(100000) %}{{ 'x' * 100 }}{% endfor %}{% endset %}{{ x }}",
         "characters",
     ),
+    "sum of lists": ("{{ ([[1] * 10000] * 100) | sum(start=[]) | length }}", "items"),
+    "constants folded at compile time": ("{{ 'x' | center(8000000) }}" * 20, "bytes"),
     "recursive macro": ("{% macro f(n) %}{{ f(n) }}{% endmacro %}{{ f(1) }}", "depth"),
     "21 nested for loops": (
         "".join(f"{{% for a{i} in [1] %}}" for i in range(21)) + "{% endfor %}" * 21,
@@ -227,6 +229,11 @@ def _unmetered(source: str, document: dict[str, Any]) -> str:
 def test_normal_templates_render_as_the_unmetered_sandbox_does(source: str) -> None:
     expected = _unmetered(source, NORMAL_DOCUMENT)
     assert render_template(source, NORMAL_DOCUMENT, origin=Origin.inline()) == expected
+
+
+def test_counting_a_document_near_the_ceiling_is_not_refused() -> None:
+    document = {"m": {f"key-{i}": [i, f"value-{i}"] for i in range(300_000)}}
+    assert render_template("{{ m | length }}", document, origin=Origin.inline()) == "300000"
 
 
 def test_a_large_document_renders_within_the_limits() -> None:
