@@ -414,6 +414,7 @@ def _undefined_spelling(source: str, line: int | None, name: object) -> str | No
 _KINDS: Final[dict[type[BaseException], str]] = {
     ZeroDivisionError: "a division by zero",
     OverflowError: "a number too large for the operation",
+    UnicodeError: "text that is not valid Unicode (a lone surrogate)",
     ValueError: "a value the operation cannot convert or accept",
     AttributeError: "an attribute the value does not have",
     KeyError: "a key the value does not have",
@@ -516,7 +517,8 @@ def _render(template: Template, context: Document) -> str:
     chunks: list[str] = []
     size = 0
     for chunk in template.generate(context):
-        size += len(chunk) if chunk.isascii() else len(chunk.encode("utf-8", "surrogatepass"))
+        # strict: a lone surrogate ('\ud800') is refused here, not when the file is encoded
+        size += len(chunk) if chunk.isascii() else len(chunk.encode("utf-8"))
         if size > MAX_OUTPUT_BYTES:
             raise TemplateLimitError("the output ceiling", MAX_OUTPUT_BYTES, "bytes")
         chunks.append(chunk)

@@ -214,3 +214,8 @@ def test_template_file_errors_name_the_file(tmp_path: Path) -> None:
     with pytest.raises(InvalidError) as caught:
         render_output({}, spec)
     assert str(template) in str(caught.value)
+
+
+@pytest.mark.parametrize("source", ["{{ '\\ud800' }}", "{{ v }}"])
+def test_a_lone_surrogate_in_the_output_is_a_refusal(source: str) -> None:
+    assert "not valid Unicode" in refusal(source, {"v": "\ud800"})
