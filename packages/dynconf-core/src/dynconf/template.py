@@ -34,7 +34,6 @@ import re
 import types
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
-from string import Formatter
 from typing import Any, Final
 
 from jinja2 import StrictUndefined, Template, TemplateSyntaxError, UndefinedError, nodes
@@ -67,10 +66,10 @@ from dynconf.template_limits import (
     STRUCTURAL_FILTERS,
     TemplateLimitError,
     check_binop,
-    check_format_spec,
     check_lipsum,
     concat,
     current_budget,
+    format_field_width,
     metered,
 )
 
@@ -204,13 +203,18 @@ def _metered_lipsum(*args: Any, **kwargs: Any) -> str:
 
 
 class _MeteredFormatter(SandboxedFormatter):
-    """``str.format`` with each field's width and value measured before it is padded."""
+    """``str.format`` with every field's value and width counted before it is padded.
+
+    ``total`` is the length of the text so far in one call; the caller resets it.
+    """
+
+    total = 0
 
     def format_field(self, value: Any, format_spec: str) -> Any:
         budget = current_budget()
         budget.tick()
-        budget.size(value)
-        check_format_spec(budget, format_spec)
+        self.total += budget.size(value) + format_field_width(format_spec)
+        budget.text(self.total)
         return super().format_field(value, format_spec)
 
 
@@ -248,8 +252,8 @@ def _bounded_join(parts: Any) -> str:
     """What a block, a macro or ``{% set %}...{% endset %}`` joins its output with."""
     chunks = list(parts)
     budget = current_budget()
-    budget.build(sum(len(chunk) for chunk in chunks))
-    return "".join(chunks)
+    budget.text(sum(len(chunk) for chunk in chunks))
+    return str(budget.result("".join(chunks)))
 
 
 class _Environment(ImmutableSandboxedEnvironment):
@@ -311,7 +315,7 @@ class _Environment(ImmutableSandboxedEnvironment):
     def _format_method(
         self, owner: str, value: Callable[..., str], is_map: bool
     ) -> Callable[..., str]:
-        formatter: Formatter = _MeteredFormatter(self)
+        formatter = _MeteredFormatter(self)
 
         def formatted(*args: Any, **kwargs: Any) -> str:
             if is_map:
@@ -320,6 +324,7 @@ class _Environment(ImmutableSandboxedEnvironment):
                 kwargs, args = args[0], ()
             budget = current_budget()
             budget.tick()
+            formatter.total = len(owner)
             return str(budget.result(formatter.vformat(owner, args, kwargs)))
 
         return functools.update_wrapper(formatted, value)

@@ -31,7 +31,10 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from dynconf.render import DEFAULT_MAX_DOCUMENT_BYTES
+
 __all__ = [
+    "FILTER_CHECKS",
     "MAX_INT_BITS",
     "MAX_ITEMS",
     "MAX_NESTING",
@@ -39,13 +42,21 @@ __all__ = [
     "MAX_PRODUCED",
     "MAX_STEPS",
     "MAX_TEXT",
+    "METHOD_CHECKS",
+    "STRUCTURAL_FILTERS",
     "Budget",
     "TemplateLimitError",
+    "check_binop",
+    "check_lipsum",
+    "check_printf",
+    "concat",
     "current_budget",
+    "format_field_width",
     "metered",
 ]
 
-MAX_OUTPUT_BYTES: Final = 8 * 1024 * 1024
+MAX_OUTPUT_BYTES: Final = DEFAULT_MAX_DOCUMENT_BYTES
+"""The rendered text: the engine's document ceiling, the same number by the same name."""
 MAX_TEXT: Final = 8 * 1024 * 1024
 MAX_ITEMS: Final = 100_000
 MAX_INT_BITS: Final = 16_384
@@ -134,10 +145,14 @@ class Budget:
         self.sizes[id(value)] = (value, total)
         return total
 
-    def build(self, length: int) -> None:
-        """Account for a string of ``length`` characters about to be built."""
+    def text(self, length: int) -> None:
+        """Refuse a string of ``length`` characters before it is built."""
         if length > MAX_TEXT:
             raise _text_limit()
+
+    def built(self, length: int) -> None:
+        """Count a string of ``length`` characters that was built, against the render's total."""
+        self.text(length)
         self.produced += length
         if self.produced > MAX_PRODUCED:
             raise TemplateLimitError(
@@ -152,7 +167,7 @@ class Budget:
     def result(self, value: Any) -> Any:
         """Account for what an operation returned (its size was checked before)."""
         if isinstance(value, str):
-            self.build(len(value))
+            self.built(len(value))
         elif isinstance(value, (list, tuple)):
             self.items(len(value))
         return value
@@ -223,14 +238,14 @@ def check_binop(budget: Budget, operator: str, left: Any, right: Any) -> None:
             raise _int_limit()
         for sequence, times in ((left, right), (right, left)):
             if isinstance(sequence, str):
-                budget.build(len(sequence) * _count(times))
+                budget.text(len(sequence) * _count(times))
             elif isinstance(sequence, (list, tuple)):
                 budget.items(len(sequence) * _count(times))
                 if budget.size(sequence) * _count(times) > MAX_TEXT:
                     raise _text_limit()
     elif operator == "+":
         if isinstance(left, str) and isinstance(right, str):
-            budget.build(len(left) + len(right))
+            budget.text(len(left) + len(right))
         elif isinstance(left, (list, tuple)) and isinstance(right, (list, tuple)):
             budget.items(len(left) + len(right))
             if budget.size(left) + budget.size(right) > MAX_TEXT:
@@ -257,15 +272,17 @@ def check_printf(budget: Budget, spec: str, arguments: Any) -> None:
                 total += int(width) if len(width) < 12 else MAX_TEXT + 1
     for value in values:
         total += budget.size(value)
-    budget.build(total)
+    budget.text(total)
 
 
-def check_format_spec(budget: Budget, spec: str) -> None:
-    """Refuse a ``str.format`` field whose width or precision is past :data:`MAX_TEXT`."""
+def format_field_width(spec: str) -> int:
+    """The most characters a ``str.format`` field spec can pad to (its largest number)."""
+    widest = 0
     for number in _NUMBERS.findall(spec):
-        if len(number) > 9 or int(number) > MAX_TEXT:
+        if len(number) > 9:
             raise _text_limit()
-        budget.build(int(number))
+        widest = max(widest, int(number))
+    return widest
 
 
 def _joined(budget: Budget, parts: Iterable[Any], separator: str = "") -> int:
@@ -282,8 +299,8 @@ def concat(parts: list[Any]) -> str:
     """The ``~`` operator (jinja2's own ``str_join``), sized before it joins."""
     budget = current_budget()
     budget.tick()
-    budget.build(_joined(budget, parts))
-    return "".join(map(str, parts))
+    budget.text(_joined(budget, parts))
+    return str(budget.result("".join(map(str, parts))))
 
 
 # ------------------------------------------------------------------------ filter arguments
@@ -296,11 +313,11 @@ def _width(value: Any) -> int:
 
 
 def _indent(budget: Budget, s: Any, width: Any = 4, *_: Any, **__: Any) -> None:
-    budget.build(budget.size(s) + _lines(s) * _width(width))
+    budget.text(budget.size(s) + _lines(s) * _width(width))
 
 
 def _pad(budget: Budget, value: Any, width: Any = 80, *_: Any, **__: Any) -> None:
-    budget.build(max(budget.size(value), _count(width)))
+    budget.text(max(budget.size(value), _count(width)))
 
 
 def _wordwrap(
@@ -314,7 +331,7 @@ def _wordwrap(
 ) -> None:
     size = budget.size(s)
     breaks = size // max(_count(width), 1) + _lines(s)
-    budget.build(size + breaks * (len(wrapstring) if isinstance(wrapstring, str) else 2))
+    budget.text(size + breaks * (len(wrapstring) if isinstance(wrapstring, str) else 2))
 
 
 def _truncate(
@@ -326,16 +343,16 @@ def _truncate(
     *_: Any,
     **__: Any,
 ) -> None:
-    budget.build(min(budget.size(s), _count(length)) + budget.size(end))
+    budget.text(min(budget.size(s), _count(length)) + budget.size(end))
 
 
 def _join(budget: Budget, value: Any, d: Any = "", *_: Any, **__: Any) -> None:
     separator = d if isinstance(d, str) else ""
     if isinstance(value, str):
         budget.items(len(value))
-        budget.build(len(value) * (len(separator) + 1))
+        budget.text(len(value) * (len(separator) + 1))
     elif isinstance(value, (list, tuple, dict, range)):
-        budget.build(_joined(budget, value, separator))
+        budget.text(_joined(budget, value, separator))
 
 
 def _replace(
@@ -346,7 +363,7 @@ def _replace(
     found = s.count(old) if old else len(s) + 1
     if isinstance(count, int) and not isinstance(count, bool) and count >= 0:
         found = min(found, count)
-    budget.build(len(s) + found * max(len(new) - len(old), 0))
+    budget.text(len(s) + found * max(len(new) - len(old), 0))
 
 
 def _format(budget: Budget, value: Any, *args: Any, **kwargs: Any) -> None:
@@ -361,7 +378,7 @@ def _chunks(budget: Budget, value: Any, count: Any = 1, *_: Any, **__: Any) -> N
 
 def _tojson(budget: Budget, value: Any, indent: Any = None, *_: Any, **__: Any) -> None:
     size = budget.size(value)
-    budget.build(size * (1 + _count(indent)) if indent else size)
+    budget.text(size * (1 + _count(indent)) if indent else size)
 
 
 def _iterates(budget: Budget, value: Any, *_: Any, **__: Any) -> None:
@@ -465,18 +482,18 @@ document near the 8 MiB ceiling still has a ``length``; the filters that print a
 
 # ------------------------------------------------------------------------ string methods
 def _method_pad(budget: Budget, text: str, width: Any = 0, *_: Any, **__: Any) -> None:
-    budget.build(max(len(text), _count(width)))
+    budget.text(max(len(text), _count(width)))
 
 
 def _method_expandtabs(budget: Budget, text: str, tabsize: Any = 8, *_: Any, **__: Any) -> None:
-    budget.build(len(text) + text.count("\t") * _count(tabsize))
+    budget.text(len(text) + text.count("\t") * _count(tabsize))
 
 
 def _method_join(budget: Budget, text: str, iterable: Any = (), *_: Any, **__: Any) -> None:
     if isinstance(iterable, str):
-        budget.build(len(iterable) * (len(text) + 1))
+        budget.text(len(iterable) * (len(text) + 1))
     elif isinstance(iterable, (list, tuple, dict, range)):
-        budget.build(_joined(budget, iterable, text))
+        budget.text(_joined(budget, iterable, text))
 
 
 def _method_replace(budget: Budget, text: str, *args: Any, **kwargs: Any) -> None:

@@ -66,6 +66,7 @@ PAYLOADS: dict[str, tuple[str, str]] = {
     "format width": ("{{ '%0999999999d' | format(1) }}", "characters"),
     "format star width": ("{{ '%*d' | format(10**9, 1) }}", "characters"),
     "str.format width": ("{{ '{:>1000000000}'.format(1) }}", "characters"),
+    "str.format fields": ("{{ ('{:>8000000}' * 20).format(*range(20)) }}", "characters"),
     "replace the empty string": ("{{ text | replace('', 'b' * 100000) }}", "characters"),
     "join of a huge list": ("{{ (['a' * 1000000] * 100) | join }}", "characters"),
     "join with a huge separator": ("{{ range(100000) | join('x' * 10000) }}", "characters"),
