@@ -64,6 +64,7 @@ from dynconf.template_limits import (
     MAX_OUTPUT_BYTES,
     METHOD_CHECKS,
     STRUCTURAL_FILTERS,
+    TEXT,
     TemplateLimitError,
     check_binop,
     check_lipsum,
@@ -296,10 +297,10 @@ class _Environment(ImmutableSandboxedEnvironment):
         if not isinstance(value, (types.MethodType, types.BuiltinMethodType)):
             return None
         owner = getattr(value, "__self__", None)
-        if not isinstance(owner, str):
+        if not isinstance(owner, TEXT):
             return None
         method = value.__name__
-        if method in ("format", "format_map"):
+        if method in ("format", "format_map") and isinstance(owner, str):
             return self._format_method(owner, value, method == "format_map")
         check = METHOD_CHECKS.get(method)
         if check is None:

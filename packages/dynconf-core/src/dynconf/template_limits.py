@@ -57,7 +57,7 @@ __all__ = [
 
 MAX_OUTPUT_BYTES: Final = DEFAULT_MAX_DOCUMENT_BYTES
 """The rendered text: the engine's document ceiling, the same number by the same name."""
-MAX_TEXT: Final = 8 * 1024 * 1024
+MAX_TEXT: Final = 4 * 1024 * 1024
 MAX_ITEMS: Final = 100_000
 MAX_INT_BITS: Final = 16_384
 MAX_PRODUCED: Final = 32 * 1024 * 1024
@@ -69,6 +69,9 @@ _PRINTF_SPEC: Final = re.compile(
     r"%(?:\([^)]*\))?[#0\- +]*(\*|\d+)?(?:\.(\*|\d+))?[hlL]?[diouxXeEfFgGcrsa%]"
 )
 _NUMBERS: Final = re.compile(r"\d+")
+_ESCAPED: Final = re.compile(r"[\x00-\x1f\x7f\"'&<>\\]")
+TEXT: Final = (str, bytes)
+"""What ``*``, ``+`` and the padding methods build character by character."""
 
 
 class TemplateLimitError(Exception):
@@ -114,7 +117,7 @@ class Budget:
 
     def size(self, value: Any) -> int:
         """An upper estimate of ``value``'s printed length; refuses past :data:`MAX_TEXT`."""
-        if isinstance(value, str):
+        if isinstance(value, TEXT):
             found = len(value)
         elif isinstance(value, (bool, float)) or value is None:
             found = 24
@@ -166,10 +169,11 @@ class Budget:
 
     def result(self, value: Any) -> Any:
         """Account for what an operation returned (its size was checked before)."""
-        if isinstance(value, str):
+        if isinstance(value, TEXT):
             self.built(len(value))
         elif isinstance(value, (list, tuple)):
             self.items(len(value))
+            self.tick(len(value) // 16)  # copying items is work: ``ns.l + [x]`` in a loop
         return value
 
     def iterate(self, iterable: Iterable[Any]) -> Iterator[Any]:
@@ -220,7 +224,7 @@ def _count(value: Any) -> int:
 
 
 def _sequence_length(value: Any) -> int:
-    return len(value) if isinstance(value, (str, list, tuple, dict, range)) else 0
+    return len(value) if isinstance(value, (str, bytes, list, tuple, dict, range)) else 0
 
 
 def _int_limit() -> TemplateLimitError:
@@ -237,24 +241,21 @@ def check_binop(budget: Budget, operator: str, left: Any, right: Any) -> None:
         if _int_bits(left) + _int_bits(right) > MAX_INT_BITS + 1:
             raise _int_limit()
         for sequence, times in ((left, right), (right, left)):
-            if isinstance(sequence, str):
+            if isinstance(sequence, TEXT):
                 budget.text(len(sequence) * _count(times))
             elif isinstance(sequence, (list, tuple)):
+                # what the items would print as is measured where they are printed
                 budget.items(len(sequence) * _count(times))
-                if budget.size(sequence) * _count(times) > MAX_TEXT:
-                    raise _text_limit()
     elif operator == "+":
-        if isinstance(left, str) and isinstance(right, str):
+        if isinstance(left, TEXT) and isinstance(right, TEXT):
             budget.text(len(left) + len(right))
         elif isinstance(left, (list, tuple)) and isinstance(right, (list, tuple)):
             budget.items(len(left) + len(right))
-            if budget.size(left) + budget.size(right) > MAX_TEXT:
-                raise _text_limit()
-    elif operator == "%" and isinstance(left, str):
+    elif operator == "%" and isinstance(left, TEXT):
         check_printf(budget, left, right)
 
 
-def check_printf(budget: Budget, spec: str, arguments: Any) -> None:
+def check_printf(budget: Budget, spec: str | bytes, arguments: Any) -> None:
     """Refuse ``spec % arguments`` whose widths or arguments would print past the limits."""
     values: list[Any]
     if isinstance(arguments, tuple):
@@ -264,7 +265,7 @@ def check_printf(budget: Budget, spec: str, arguments: Any) -> None:
     else:
         values = [arguments]
     total = len(spec)
-    for match in _PRINTF_SPEC.finditer(spec):
+    for match in _PRINTF_SPEC.finditer(spec if isinstance(spec, str) else spec.decode("latin-1")):
         for width in match.groups():
             if width == "*":
                 total += sum(_count(v) for v in values)
@@ -358,9 +359,10 @@ def _join(budget: Budget, value: Any, d: Any = "", *_: Any, **__: Any) -> None:
 def _replace(
     budget: Budget, s: Any, old: Any = "", new: Any = "", count: Any = None, *_: Any, **__: Any
 ) -> None:
-    if not isinstance(s, str) or not isinstance(new, str) or not isinstance(old, str):
-        return
-    found = s.count(old) if old else len(s) + 1
+    if not (isinstance(s, TEXT) and type(old) is type(s) and type(new) is type(s)):
+        return  # the filter itself refuses mixed types
+    text: Any = s
+    found = text.count(old) if old else len(s) + 1
     if isinstance(count, int) and not isinstance(count, bool) and count >= 0:
         found = min(found, count)
     budget.text(len(s) + found * max(len(new) - len(old), 0))
@@ -379,6 +381,19 @@ def _chunks(budget: Budget, value: Any, count: Any = 1, *_: Any, **__: Any) -> N
 def _tojson(budget: Budget, value: Any, indent: Any = None, *_: Any, **__: Any) -> None:
     size = budget.size(value)
     budget.text(size * (1 + _count(indent)) if indent else size)
+
+
+def _escapes(budget: Budget, value: Any, *_: Any, **__: Any) -> None:
+    # An escape spells one character in up to six (\u0000, &quot;); a string with nothing
+    # to escape grows by its quotes only. Containers are checked on their result.
+    if isinstance(value, str) and _ESCAPED.search(value) is not None:
+        budget.text(len(value) * 6)
+
+
+def _encodes(budget: Budget, value: Any, *_: Any, **__: Any) -> None:
+    if isinstance(value, str):
+        # base64 of UTF-8: 4 characters per 3 bytes, up to 4 bytes per character
+        budget.text(len(value) * (4 if value.isascii() else 16) // 3 + 4)
 
 
 def _iterates(budget: Budget, value: Any, *_: Any, **__: Any) -> None:
@@ -412,6 +427,11 @@ FILTER_CHECKS: Final[dict[str, Any]] = {
     "slice": _chunks,
     "tojson": _tojson,
     "sum": _sum,
+    "b64encode": _encodes,
+    **dict.fromkeys(
+        ("escape", "e", "forceescape", "json", "quote", "pprint", "urlencode", "urlize", "yaml"),
+        _escapes,
+    ),
     **dict.fromkeys(
         (
             "list",
@@ -486,11 +506,12 @@ def _method_pad(budget: Budget, text: str, width: Any = 0, *_: Any, **__: Any) -
 
 
 def _method_expandtabs(budget: Budget, text: str, tabsize: Any = 8, *_: Any, **__: Any) -> None:
-    budget.text(len(text) + text.count("\t") * _count(tabsize))
+    tab = "\t" if isinstance(text, str) else b"\t"
+    budget.text(len(text) + text.count(tab) * _count(tabsize))
 
 
 def _method_join(budget: Budget, text: str, iterable: Any = (), *_: Any, **__: Any) -> None:
-    if isinstance(iterable, str):
+    if isinstance(iterable, TEXT):
         budget.text(len(iterable) * (len(text) + 1))
     elif isinstance(iterable, (list, tuple, dict, range)):
         budget.text(_joined(budget, iterable, text))

@@ -99,8 +99,20 @@ PAYLOADS: dict[str, tuple[str, str]] = {
         "{% set x %}{% for i in range(100000) %}{{ 'x' * 100 }}{% endfor %}{% endset %}{{ x }}",
         "characters",
     ),
-    "sum of lists": ("{{ ([[1] * 10000] * 100) | sum(start=[]) | length }}", "items"),
-    "constants folded at compile time": ("{{ 'x' | center(8000000) }}" * 20, "bytes"),
+    "sum of lists": ("{{ ([[1] * 5000] * 100) | sum(start=[]) | length }}", "items"),
+    "constants folded at compile time": ("{{ 'x' | center(4000000) }}" * 20, "bytes"),
+    "bytes repetition": ("{{ 'a'.encode() * 10**9 }}", "characters"),
+    "bytes padding": ("{{ 'a'.encode().center(10**9) }}", "characters"),
+    "bytes replace": (
+        "{{ ('a' * 1000).encode().replace(''.encode(), ('b' * 100000).encode()) }}",
+        "characters",
+    ),
+    "escaping a built string": ("{{ ('\x00' * 1000000) | json }}", "characters"),
+    "quadratic list growth": (
+        "{% set ns = namespace(l=[]) %}{% for i in range(100000) %}{% set ns.l = ns.l + [i] %}"
+        "{% endfor %}",
+        "steps",
+    ),
     "recursive macro": ("{% macro f(n) %}{{ f(n) }}{% endmacro %}{{ f(1) }}", "depth"),
     "21 nested for loops": (
         "".join(f"{{% for a{i} in [1] %}}" for i in range(21)) + "{% endfor %}" * 21,
