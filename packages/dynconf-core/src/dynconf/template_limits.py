@@ -5,7 +5,8 @@ whose memory limit is 64 MiB and which serves other documents too. jinja2's sand
 template away from the filesystem and from Python internals, but not away from the CPU or
 the heap: ``'a' * 2**28``, ``9 ** 9 ** 9``, two nested ``range(100000)`` loops, or a list
 literal of a list literal of ... printed as JSON, each take minutes or gigabytes. This module
-is the meter the sandbox in :mod:`dynconf.template` runs every amplifying operation through.
+is the meter the sandbox in :mod:`dynconf.template` runs every amplifying operation through;
+:mod:`dynconf.limits` holds the limits of the documents themselves, checked at parse time.
 
 Every check happens *before* the allocation it guards (a string's final length is computed
 from its parts), so a refused template has allocated at most about one limit's worth. The
@@ -31,7 +32,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from dynconf.render import DEFAULT_MAX_DOCUMENT_BYTES
+from dynconf.limits import MAX_DOCUMENT_BYTES
 
 __all__ = [
     "FILTER_CHECKS",
@@ -55,8 +56,8 @@ __all__ = [
     "metered",
 ]
 
-MAX_OUTPUT_BYTES: Final = DEFAULT_MAX_DOCUMENT_BYTES
-"""The rendered text: the engine's document ceiling, the same number by the same name."""
+MAX_OUTPUT_BYTES: Final = MAX_DOCUMENT_BYTES
+"""The rendered text: the engine's document ceiling (:data:`dynconf.limits.MAX_DOCUMENT_BYTES`)."""
 MAX_TEXT: Final = 4 * 1024 * 1024
 MAX_ITEMS: Final = 100_000
 MAX_INT_BITS: Final = 16_384

@@ -32,7 +32,10 @@ DOCUMENT: dict[str, Any] = {
     "many": list(range(1000)),
     "text": "word " * 1000,
 }
-WALL_CLOCK = 2.0
+CPU_SECONDS = 2.0
+"""The bound on work: CPU time, which other processes on a shared machine do not inflate."""
+WALL_CLOCK = 10.0
+"""A gross hang detector on top (the payloads once took minutes)."""
 PEAK_BYTES = 32 * 1024 * 1024
 
 NESTED_LITERALS = "{% set a = [1,2,3,4,5,6,7,8,9,10] %}" + "".join(
@@ -130,11 +133,12 @@ def refuse(source: str) -> str:
 
 
 @pytest.mark.parametrize("name", PAYLOADS)
-def test_payload_is_refused_in_one_line_naming_the_limit_within_the_wall_clock(name: str) -> None:
+def test_payload_is_refused_in_one_line_naming_the_limit_within_two_cpu_seconds(name: str) -> None:
     source, limit = PAYLOADS[name]
-    started = time.monotonic()
+    started, cpu = time.monotonic(), time.process_time()
     message = refuse(source)
-    elapsed = time.monotonic() - started
+    elapsed, used = time.monotonic() - started, time.process_time() - cpu
+    assert used < CPU_SECONDS, f"{name}: refused after {used:.2f} s of CPU"
     assert elapsed < WALL_CLOCK, f"{name}: refused after {elapsed:.2f} s"
     assert limit in message
     assert "\n" not in message and "Traceback" not in message
