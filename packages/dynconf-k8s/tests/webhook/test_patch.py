@@ -212,7 +212,7 @@ def test_also_renderings_in_both_agents(pod_with, judge, added):
         pod_with(
             {
                 "mode": "both",
-                "also.db": "/config/db.env",
+                "also.db": "/config/db.properties",
                 "also-section.db": "database",
                 "also.raw": "/config/raw.json",
             }
@@ -222,14 +222,14 @@ def test_also_renderings_in_both_agents(pod_with, judge, added):
         args = added(decision, name)["args"]
         assert args[args.index("--also") : args.index("--also") + 2] == [
             "--also",
-            "out=/config/db.env,section=database",
+            "out=/config/db.properties,section=database",
         ]
         assert "out=/config/raw.json" in args
 
 
 def test_env_inject_wraps_command_and_removes_args(pod_with, judge, ops_of):
     pod = pod_with(
-        {"mode": "both", "env-inject": "app", "path": "/config/app.env"},
+        {"mode": "both", "env-inject": "app", "path": "/config/app.env", "template": "A=1"},
         containers=[{"name": "app", "image": "a", "command": ["server"], "args": ["--port", "80"]}],
     )
     ops = ops_of(judge(pod))
@@ -255,6 +255,7 @@ def test_env_restart_adds_fingerprint_and_probe(pod_with, judge, ops_of):
             "env-restart": "true",
             "watch-seconds": "30",
             "path": "/config/app.env",
+            "template": "A=1",
         },
         containers=[{"name": "app", "image": "a", "command": ["server"]}],
     )

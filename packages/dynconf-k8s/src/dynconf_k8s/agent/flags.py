@@ -154,7 +154,17 @@ DYNAMIC_CONFIG_AGENT_ENDPOINT.
 
 
 class UsageError(Exception):
-    """An argument the agent refuses; printed as ``dynamic-config-agent: <why>`` + usage."""
+    """An argument the agent refuses; printed as ``dynamic-config-agent: <why>`` + usage.
+
+    ``flag`` names the flag refused (``None`` when the refusal is about the whole command
+    line), so a caller that wrote the arguments — the webhook, the node agent — can say which
+    of its own inputs produced it without reading the sentence.
+    """
+
+    def __init__(self, message: str, flag: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.flag = flag
 
 
 @dataclass(frozen=True)
@@ -204,12 +214,13 @@ def _pairs(argv: Sequence[str]) -> tuple[dict[str, str], set[str], list[str]]:
         if flag == "--token":
             raise UsageError(
                 "--token would print the credential in the pod spec; set "
-                "DYNAMIC_CONFIG_AGENT_TOKEN instead"
+                "DYNAMIC_CONFIG_AGENT_TOKEN instead",
+                flag,
             )
         if flag not in VALUE_FLAGS:
-            raise UsageError(f'unknown flag "{flag}"')
+            raise UsageError(f'unknown flag "{flag}"', flag)
         if index + 1 >= len(argv):
-            raise UsageError(f"{flag} needs a value")
+            raise UsageError(f"{flag} needs a value", flag)
         value = argv[index + 1]
         if flag == "--also":
             also.append(value)
@@ -219,17 +230,24 @@ def _pairs(argv: Sequence[str]) -> tuple[dict[str, str], set[str], list[str]]:
     return values, bare, also
 
 
+def _base(flag: str) -> str:
+    """The flag of a part (``--also mode`` → ``--also``)."""
+    return flag.split(" ", 1)[0]
+
+
 def parse_mode(text: str, flag: str = "--file-mode") -> int:
     """An octal permission (``0640``, ``0o640``, ``640``): at most 0777 and owner-readable."""
     digits = text.strip().lower().removeprefix("0o")
     try:
         mode = int(digits, 8)
     except ValueError:
-        raise UsageError(f"{flag} takes an octal mode such as 0640") from None
+        raise UsageError(f"{flag} takes an octal mode such as 0640", _base(flag)) from None
     if mode > 0o777:
-        raise UsageError(f"{flag} {text} is past 0777; give permission bits only")
+        raise UsageError(f"{flag} {text} is past 0777; give permission bits only", _base(flag))
     if not mode & 0o400:
-        raise UsageError(f"{flag} {text} leaves the owner unable to read the file; add 0400")
+        raise UsageError(
+            f"{flag} {text} leaves the owner unable to read the file; add 0400", _base(flag)
+        )
     return mode
 
 
@@ -237,7 +255,7 @@ def _whole(value: str, flag: str, *, message: str | None = None) -> int:
     try:
         number = int(value.strip())
     except ValueError:
-        raise UsageError(message or f"{flag} takes a whole number") from None
+        raise UsageError(message or f"{flag} takes a whole number", flag) from None
     return number
 
 
@@ -246,17 +264,17 @@ def _seconds(value: str, flag: str) -> float:
         seconds = parse_seconds_or_duration(value.strip(), path=flag)
     except DynconfError:
         raise UsageError(
-            f"{flag} takes whole seconds or a duration such as 90s, 15m, 6h or 1d"
+            f"{flag} takes whole seconds or a duration such as 90s, 15m, 6h or 1d", flag
         ) from None
     if seconds <= 0:
-        raise UsageError(f"{flag} must not be 0")
+        raise UsageError(f"{flag} must not be 0", flag)
     return seconds
 
 
 def _choice(values: Mapping[str, str], flag: str, allowed: Sequence[str], default: str) -> str:
     chosen = values.get(flag, default)
     if chosen not in allowed:
-        raise UsageError(f"{flag} {chosen} is not one of: {' | '.join(allowed)}")
+        raise UsageError(f"{flag} {chosen} is not one of: {' | '.join(allowed)}", flag)
     return chosen
 
 
@@ -264,7 +282,8 @@ def _check_extension(path: Path, flag: str) -> None:
     if path.suffix.lower() not in OUTPUT_EXTENSIONS:
         raise UsageError(
             f"{flag} {path} has no extension a format writes; use "
-            f"{', '.join(OUTPUT_EXTENSIONS)}, or give a template, which frees the extension"
+            f"{', '.join(OUTPUT_EXTENSIONS)}, or give a template, which frees the extension",
+            _base(flag),
         )
 
 
@@ -277,11 +296,12 @@ def parse_also(text: str, default_mode: int | None) -> OutputSpec:
         if not sep or name not in ("out", "section", "mode") or name in fields:
             raise UsageError(
                 f"--also {text}: each part is out=, section= or mode=, once; e.g. "
-                "out=/config/db.env,section=database"
+                "out=/config/db.json,section=database",
+                "--also",
             )
         fields[name] = value.strip()
     if not fields.get("out"):
-        raise UsageError(f"--also {text} needs out=<path>")
+        raise UsageError(f"--also {text} needs out=<path>", "--also")
     path = Path(fields["out"])
     _check_extension(path, "--also out")
     mode = parse_mode(fields["mode"], "--also mode") if "mode" in fields else default_mode
@@ -292,7 +312,9 @@ def _metrics_addr(text: str) -> tuple[str, int]:
     host, sep, port = text.rpartition(":")
     host = host.strip("[]")
     if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise UsageError(f"--metrics-addr {text} is not host:port; e.g. 0.0.0.0:9110")
+        raise UsageError(
+            f"--metrics-addr {text} is not host:port; e.g. 0.0.0.0:9110", "--metrics-addr"
+        )
     return host or "0.0.0.0", int(port)  # noqa: S104 - the pod's port, by contract
 
 
@@ -303,24 +325,29 @@ def parse_args(argv: Sequence[str], environ: Mapping[str, str] | None = None) ->
 
     source = values.get("--source")
     if not source:
-        raise UsageError(f"--source is required; one of: {', '.join(AGENT_SOURCES)}")
+        raise UsageError(
+            f"--source is required; one of: {', '.join(AGENT_SOURCES)}", "--source"
+        )
     if not _STORE_NAME.fullmatch(source):
         raise UsageError(
-            f"--source {source!r} is not a store name; use one of: {', '.join(AGENT_SOURCES)}"
+            f"--source {source!r} is not a store name; use one of: {', '.join(AGENT_SOURCES)}",
+            "--source",
         )
     endpoint = values.get("--endpoint") or env.get("DYNAMIC_CONFIG_AGENT_ENDPOINT", "")
     if not endpoint and source != "file":
-        raise UsageError("--endpoint is required (or DYNAMIC_CONFIG_AGENT_ENDPOINT)")
+        raise UsageError("--endpoint is required (or DYNAMIC_CONFIG_AGENT_ENDPOINT)", "--endpoint")
     key = values.get("--key")
     if not key:
-        raise UsageError("--key is required: the document's key in the store")
+        raise UsageError("--key is required: the document's key in the store", "--key")
     out_text = values.get("--out")
     if not out_text:
-        raise UsageError("--out is required: the file to render into")
+        raise UsageError("--out is required: the file to render into", "--out")
     out = Path(out_text)
 
     if "--template" in values and "--template-inline" in values:
-        raise UsageError("--template and --template-inline exclude each other; keep one")
+        raise UsageError(
+            "--template and --template-inline exclude each other; keep one", "--template"
+        )
     template: TemplateSource | None = None
     if "--template" in values:
         template = TemplateSource.file(values["--template"])
@@ -340,12 +367,14 @@ def parse_args(argv: Sequence[str], environ: Mapping[str, str] | None = None) ->
     if "--max-document-bytes" in values:
         max_bytes = _whole(values["--max-document-bytes"], "--max-document-bytes")
         if max_bytes < 1:
-            raise UsageError("--max-document-bytes must be a positive number of bytes")
+            raise UsageError(
+                "--max-document-bytes must be a positive number of bytes", "--max-document-bytes"
+            )
     history = 0
     if "--history" in values:
         history = _whole(values["--history"], "--history")
         if not 0 <= history <= 10:
-            raise UsageError("--history keeps 0 to 10 generations (0 = off)")
+            raise UsageError("--history keeps 0 to 10 generations (0 = off)", "--history")
 
     outputs = [
         OutputSpec(path=out, section=values.get("--section") or None, mode=mode, template=template)
@@ -367,7 +396,8 @@ def parse_args(argv: Sequence[str], environ: Mapping[str, str] | None = None) ->
         if source not in TIMEOUT_STORES:
             raise UsageError(
                 f"--timeout is for consul, vault, config-server and firestore; remove it for "
-                f"a {source} source"
+                f"a {source} source",
+                "--timeout",
             )
         timeout = _seconds(values["--timeout"], "--timeout")
 
@@ -401,14 +431,15 @@ def parse_args(argv: Sequence[str], environ: Mapping[str, str] | None = None) ->
     if "--notify-http" in values:
         parsed = parse_notify_url(values["--notify-http"])
         if isinstance(parsed, str):
-            raise UsageError(parsed)
+            raise UsageError(parsed, "--notify-http")
         notify = parsed
 
     pod_name = env.get("DYNAMIC_CONFIG_POD_NAME") or "unnamed"
     if "--events" in bare and not env.get("DYNAMIC_CONFIG_POD_NAME"):
         raise UsageError(
             "--events needs DYNAMIC_CONFIG_POD_NAME (the downward API's metadata.name) to "
-            "name the pod the Events are about"
+            "name the pod the Events are about",
+            "--events",
         )
 
     trust = [f for f in (tls.ca_file, tls.cert_file, tls.key_file, spec.ssh_key) if f]

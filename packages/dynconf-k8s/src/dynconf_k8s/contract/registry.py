@@ -18,6 +18,7 @@ from typing import Final
 __all__ = [
     "ALSO",
     "ALSO_SECTION",
+    "FLAG_KEYS",
     "FLEET_KNOBS",
     "KEYS",
     "PREFIX",
@@ -614,6 +615,54 @@ STORE_KNOBS: Final[tuple[str, ...]] = tuple(
     row.name for row in KEYS if row.store_knob and row.name != "source"
 )
 """Knobs a per-store group may set (plus ``overridable``), in table order."""
+
+
+FLAG_KEYS: Final[Mapping[str, str]] = {
+    "--source": "source",
+    "--endpoint": "endpoint",
+    "--key": "key",
+    "--out": "path",
+    "--watch": "watch-seconds",
+    "--section": "section",
+    "--file-mode": "file-mode",
+    "--metrics-addr": "metrics-port",
+    "--startup-policy": "startup-policy",
+    "--max-document-bytes": "max-document-bytes",
+    "--on-delete": "on-delete",
+    "--on-drift": "on-drift",
+    "--canary": "canary-configmap",
+    "--timeout": "timeout",
+    "--history": "history",
+    "--notify-http": "notify-http",
+    "--also": ALSO,
+    "--schema": "schema-configmap",
+    "--max-staleness": "max-staleness",
+    "--revoke-grace": "revoke-grace",
+    "--auth": "auth",
+    "--auth-mount": "auth-mount",
+    "--auth-role": "auth-role",
+    "--auth-username": "auth-username",
+    "--auth-token-path": "auth-token-path",
+    "--namespace": "namespace",
+    "--ref": "ref",
+    "--ssh-key": "ssh-secret",
+    "--api-url": "api-url",
+    "--template": "template-configmap",
+    "--template-inline": "template",
+    "--ca": "ca-configmap",
+    "--tls-cert": "tls-secret",
+    "--tls-key": "tls-secret",
+    "--tls-server-name": "tls-server-name",
+    "--tls-skip-verify": "tls-skip-verify",
+    "--no-tls-reload": "tls-reload",
+    "--require-ack": "require-ack",
+    "--events": "events",
+    "--meta": "meta",
+    "--dynamic": "dynamic",
+    "--no-revoke-on-shutdown": "revoke-on-shutdown",
+}
+"""The annotation each agent flag the webhook writes comes from: when the agent's own parser
+refuses an argument at admission, the refusal names the annotation the pod wrote."""
 
 
 def annotation(name: str, suffix: str | None = None) -> str:

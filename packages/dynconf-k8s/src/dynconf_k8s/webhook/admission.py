@@ -20,6 +20,7 @@ from dynconf_k8s.contract.parse import INJECTED, injected_container_present, par
 from dynconf_k8s.contract.plan import Plan
 from dynconf_k8s.contract.refusals import CONFLICT, POLICY, Refusal
 from dynconf_k8s.contract.registry import annotation
+from dynconf_k8s.webhook.agentcheck import check_agent_args
 from dynconf_k8s.webhook.classes import ClassMap, apply_class
 from dynconf_k8s.webhook.patch import build_patch, container_names
 
@@ -148,6 +149,7 @@ def decide(
         _source_gates(plan, installation, namespace)
         _env_gate(plan, installation, namespace)
         _collisions(pod, plan)
+        check_agent_args(plan)
     except Refusal as refusal:
         response = {
             "allowed": False,

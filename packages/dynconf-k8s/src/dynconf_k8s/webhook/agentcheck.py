@@ -1,0 +1,60 @@
+"""Admission runs the agent's own flag parser over every agent it is about to inject.
+
+The webhook writes the agent's command line; the agent judges it again at start. Two sets of
+rules would drift (a ``.env`` path, ``startup-policy: bogus`` admitted, then a crash-looping
+agent), so there is one: :func:`dynconf_k8s.agent.flags.parse_args`, called here on the exact
+``args`` and ``env`` of each injected container. Its refusal becomes the pod's, naming the
+annotation that produced the refused flag (:data:`~dynconf_k8s.contract.registry.FLAG_KEYS`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from dynconf_k8s.agent.flags import UsageError, parse_args
+from dynconf_k8s.contract.plan import Plan, Render
+from dynconf_k8s.contract.refusals import Refusal
+from dynconf_k8s.contract.registry import ALSO, FLAG_KEYS, PREFIX, annotation
+from dynconf_k8s.webhook.patch import agent_container
+
+__all__ = ["check_agent_args"]
+
+RUNTIME_VALUE: Final = "set-at-runtime"
+"""What a Secret- or downward-API-backed variable stands for here: present, value unknown."""
+
+
+def _env(container: Mapping[str, Any]) -> dict[str, str]:
+    return {
+        entry["name"]: entry.get("value", RUNTIME_VALUE) for entry in container.get("env") or []
+    }
+
+
+def _key_of(error: UsageError, render: Render, plan: Plan) -> str:
+    """The annotation behind the refused flag (``also.<name>`` for the ``--also`` it was)."""
+    base = FLAG_KEYS.get(error.flag or "")
+    if base is None:
+        return annotation("inject") if render.name is None else f"{PREFIX}*.{render.name}"
+    if base == ALSO:
+        for also in plan.also:
+            if also.path in error.message:
+                return annotation(ALSO, also.name)
+        return f"{PREFIX}{ALSO}.*"
+    return annotation(base, render.name)
+
+
+def check_agent_args(plan: Plan) -> None:
+    """Raise :class:`Refusal` when the agent would refuse any container this plan injects."""
+    for render in (plan.default, *plan.named):
+        for watch, wanted in ((False, plan.inits), (True, plan.watches)):
+            if not wanted:
+                continue
+            container = agent_container(plan, render, watch)
+            try:
+                parse_args(container["args"], _env(container))
+            except UsageError as error:
+                raise Refusal(
+                    f"{_key_of(error, render, plan)} would stop the agent at start "
+                    f"({error.message}) — "
+                    "fix the annotation so the agent can take it"
+                ) from None
