@@ -14,6 +14,7 @@ from dynconf_k8s.contract.rules import (
     parse_bool,
     parse_configmap_ref,
     parse_file_mode,
+    parse_file_path,
     parse_mode,
     parse_port,
     parse_quantity,
@@ -33,15 +34,9 @@ def nonempty(text: str) -> str:
     return text
 
 
-def _absolute(text: str) -> str:
-    if not text.startswith("/"):
-        raise RuleError("is not an absolute path; start it with /")
-    return text
-
-
 KNOB_RULES: Final[Mapping[str, Callable[[str], object]]] = {
     "source": parse_source,
-    "path": _absolute,
+    "path": parse_file_path,
     "mode": parse_mode,
     "watch-seconds": parse_whole_seconds,
     "volume-medium": parse_volume_medium,

@@ -32,6 +32,8 @@ from dynconf_k8s.contract.rules import (
     parse_configmap_ref,
     parse_duration_seconds,
     parse_file_mode,
+    parse_file_path,
+    parse_flag_part,
     parse_history,
     parse_mode,
     parse_port,
@@ -307,7 +309,7 @@ def _named_render(pod: _Pod, name: str, default_dir: str) -> Render:
     source = pod.rule("source", parse_source, name)
     assert source is not None
     _check_store_pins(pod, source, name)
-    path = pod.get("path", name)
+    path = pod.rule("path", parse_file_path, name)
     key = pod.store_string("key", source, name)
     if key is None:
         raise _required("key", name)
@@ -546,7 +548,7 @@ def parse_pod(
     _env_inject_container(pod, plan, env_inject)
     _template(pod, default, None)
 
-    path = pod.get("path")
+    path = pod.rule("path", parse_file_path)
     if path is not None:
         default_dir = mount_dir(path)
     else:
@@ -561,6 +563,7 @@ def parse_pod(
     if path is None:
         raise _required("path", None)
     default.path = nonempty(path)
+    _distinct_files(plan)
     if store is None:
         raise _required("source", None)
     key = pod.store_string("key", store, None)
@@ -733,6 +736,20 @@ def _env_inject_container(pod: _Pod, plan: Plan, name: str | None) -> None:
     plan.env_inject = index
 
 
+def _distinct_files(plan: Plan) -> None:
+    """Two renderings of one file would overwrite each other (and the agent refuses it)."""
+    seen: dict[str, str] = {}
+    files = [(annotation("path", r.name), r.path) for r in (plan.default, *plan.named)]
+    files += [(annotation(ALSO, also.name), also.path) for also in plan.also]
+    for key, path in files:
+        if path in seen:
+            raise Refusal(
+                f"{key} names the same file as {seen[path]}; two renderings of one file would "
+                "overwrite each other — give each its own path"
+            )
+        seen[path] = key
+
+
 def _also(pod: _Pod, names: list[str], sections: list[str], default_dir: str) -> list[Also]:
     out = []
     for name in sections:
@@ -742,9 +759,9 @@ def _also(pod: _Pod, names: list[str], sections: list[str], default_dir: str) ->
                 "file it cuts; add the path or drop the section"
             )
     for name in names:
-        path = pod.get(ALSO, name) or ""
-        if not path.startswith("/"):
-            raise Refusal(f"{annotation(ALSO, name)} takes an absolute path")
+        path = pod.rule(ALSO, parse_file_path, name) or ""
+        pod.rule(ALSO, parse_flag_part, name)
+        pod.rule(ALSO_SECTION, parse_flag_part, name)
         if mount_dir(path) != default_dir:
             raise Refusal(
                 f"{annotation(ALSO, name)} lands outside {default_dir}; it lands in the same "

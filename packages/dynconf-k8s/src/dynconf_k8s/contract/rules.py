@@ -11,6 +11,7 @@ credentials.
 from __future__ import annotations
 
 import math
+import posixpath
 import re
 from collections.abc import Callable
 from typing import Final
@@ -29,6 +30,8 @@ __all__ = [
     "parse_configmap_ref",
     "parse_duration_seconds",
     "parse_file_mode",
+    "parse_file_path",
+    "parse_flag_part",
     "parse_history",
     "parse_mode",
     "parse_port",
@@ -171,6 +174,47 @@ def parse_file_mode(text: str) -> int:
             "write-only noise; give the owner read (0400 and up)"
         )
     return mode
+
+
+def _control(text: str) -> bool:
+    return any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in text)
+
+
+def parse_file_path(text: str) -> str:
+    """A rendered file: absolute, normal (no ``..``, ``.``, ``//``), in a directory of its own.
+
+    The directory is the shared volume's mount point, so ``/`` or a file directly in it has
+    none to give; a relative path would land wherever the agent's working directory is.
+    """
+    if _control(text):
+        raise RuleError("carries a control character; give a plain file path")
+    if not text.startswith("/"):
+        raise RuleError("is not an absolute path; start it with /, e.g. /config/app.yaml")
+    if "//" in text or posixpath.normpath(text) != text:
+        raise RuleError(
+            "is not a plain path (no .. or . components, no // and no trailing /); write it "
+            "as the file it is, e.g. /config/app.yaml"
+        )
+    if posixpath.dirname(text) == "/":
+        raise RuleError(
+            "has no directory of its own, and that directory is where the shared volume is "
+            "mounted; put the file in one, e.g. /config/app.yaml"
+        )
+    return text
+
+
+def parse_flag_part(text: str) -> str:
+    """A value the webhook writes inside a ``key=value,key=value`` flag (``--also``).
+
+    The flag's own separators and control characters are refused rather than escaped: a
+    value that carried ``,mode=0666`` would set a part the installation pins.
+    """
+    if _control(text) or "," in text or "=" in text:
+        raise RuleError(
+            "carries a comma, an equals sign or a control character, which the agent's --also "
+            "flag uses to separate its parts; rename the file or section without them"
+        )
+    return text
 
 
 def parse_uid(text: str) -> int:
