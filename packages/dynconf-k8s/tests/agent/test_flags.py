@@ -9,7 +9,7 @@ import pytest
 
 from dynconf_k8s.agent.canary import Canary, bucket, read_percent
 from dynconf_k8s.agent.flags import UsageError, parse_args
-from dynconf_k8s.agent.notify import NotifyTarget, parse_notify_url
+from dynconf_k8s.agent.notify import NotifyTarget, parse_notify_url, send_notification
 
 from .conftest import AGENT
 
@@ -148,10 +148,27 @@ def test_notify_accepts_loopback_only(url: str, expected: NotifyTarget) -> None:
         ("http://app.internal:8080/", "is not loopback"),
         ("http://127.0.0.1/", "needs a port"),
         ("http://127.0.0.1:99999/", "no valid port"),
+        ("http://127.0.0.1:\uff18\uff10/", "no valid port"),
+        ("http://127.0.0.1:8080/a\r\nX-Smuggled: 1", "control character"),
+        ("http://127.0.0.1:8080/a b", "control character"),
+        ("http://127.0.0.1:8080/a\x00", "control character"),
     ],
 )
 def test_notify_refusals(url: str, why: str) -> None:
     assert why in refused([*BASE, "--notify-http", url])
+
+
+def test_notify_path_is_percent_encoded_ascii() -> None:
+    target = parse_notify_url("http://127.0.0.1:8080/r\u00e9load?x=%41#frag")
+    assert target.path == "/r%C3%A9load?x=%41"
+    assert parse_notify_url("http://localhost:81?x=1").path == "/?x=1"
+
+
+def test_notification_with_an_unencodable_path_is_not_fatal() -> None:
+    import anyio
+
+    target = NotifyTarget("127.0.0.1", "127.0.0.1", 9, "/r\u00e9load")
+    assert anyio.run(send_notification, target) is False
 
 
 def test_canary_bucket_is_the_first_two_sha256_bytes_mod_100(tmp_path: Path) -> None:

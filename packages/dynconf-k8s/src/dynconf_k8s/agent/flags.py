@@ -27,7 +27,7 @@ from dynconf.pipeline import RenderRequest
 from dynconf.render import DEFAULT_MAX_DOCUMENT_BYTES, OutputSpec, TemplateSource
 from dynconf.stores import StoreSpec, TlsSettings
 from dynconf.units import parse_seconds_or_duration
-from dynconf_k8s.agent.notify import NotifyTarget, parse_notify_url
+from dynconf_k8s.agent.notify import NotifyTarget, NotifyUrlError, parse_notify_url
 
 __all__ = [
     "AGENT_SOURCES",
@@ -429,10 +429,10 @@ def parse_args(argv: Sequence[str], environ: Mapping[str, str] | None = None) ->
 
     notify = None
     if "--notify-http" in values:
-        parsed = parse_notify_url(values["--notify-http"])
-        if isinstance(parsed, str):
-            raise UsageError(parsed, "--notify-http")
-        notify = parsed
+        try:
+            notify = parse_notify_url(values["--notify-http"])
+        except NotifyUrlError as error:
+            raise UsageError(f"--notify-http {error}", "--notify-http") from None
 
     pod_name = env.get("DYNAMIC_CONFIG_POD_NAME") or "unnamed"
     if "--events" in bare and not env.get("DYNAMIC_CONFIG_POD_NAME"):

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
+from dynconf_k8s.agent.notify import NotifyUrlError, parse_notify_url
 from dynconf_k8s.contract import storecheck
 from dynconf_k8s.contract.installation import Installation
 from dynconf_k8s.contract.knobs import nonempty
@@ -356,25 +357,10 @@ def _notify(pod: _Pod, mode: str) -> str | None:
             f"{annotation('notify-http')} has nothing to notify under mode init: the agent "
             "writes once and exits before the application starts — drop it or use sidecar/both"
         )
-    rest = url[len("http://") :] if url.startswith("http://") else None
-    host, port = "", ""
-    if rest is not None:
-        authority = rest.split("/", 1)[0]
-        if authority.startswith("[::1]:"):
-            host, port = "[::1]", authority[len("[::1]:") :]
-        elif authority.startswith("::1:"):
-            host, port = "::1", authority[len("::1:") :]
-        else:
-            host, _, port = authority.rpartition(":")
-    if host not in ("localhost", "127.0.0.1", "[::1]", "::1") or not (
-        port.isascii() and port.isdigit() and 0 < int(port) <= 65535
-    ):
-        raise Refusal(
-            f"{annotation('notify-http')} must be a loopback address with a port — "
-            "http://127.0.0.1:<port>, http://localhost:<port> or http://[::1]:<port>, with an "
-            "optional path: an agent that POSTs anywhere else would carry this pod's store "
-            "credential off the pod"
-        )
+    try:
+        parse_notify_url(url)
+    except NotifyUrlError as error:
+        raise Refusal(f"{annotation('notify-http')} {error}") from None
     return url
 
 
