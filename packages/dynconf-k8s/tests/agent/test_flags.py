@@ -13,8 +13,16 @@ from dynconf_k8s.agent.notify import NotifyTarget, parse_notify_url, send_notifi
 
 from .conftest import AGENT
 
-BASE = ["--source", "consul", "--endpoint", "http://127.0.0.1:8500", "--key", "app/config.json",
-        "--out", "/tmp/x/app.json"]
+BASE = [
+    "--source",
+    "consul",
+    "--endpoint",
+    "http://127.0.0.1:8500",
+    "--key",
+    "app/config.json",
+    "--out",
+    "/tmp/x/app.json",
+]
 
 
 def refused(argv: list[str], env: dict[str, str] | None = None) -> str:
@@ -40,20 +48,25 @@ def test_endpoint_comes_from_the_environment_when_absent() -> None:
     assert refused(argv) == "--endpoint is required (or DYNAMIC_CONFIG_AGENT_ENDPOINT)"
     settings = parse_args(argv, {"DYNAMIC_CONFIG_AGENT_ENDPOINT": "http://c:8500"})
     assert settings.spec.endpoint == "http://c:8500"
-    flag_wins = parse_args([*argv, "--endpoint", "http://d:8500"],
-                           {"DYNAMIC_CONFIG_AGENT_ENDPOINT": "http://c:8500"})
+    flag_wins = parse_args(
+        [*argv, "--endpoint", "http://d:8500"], {"DYNAMIC_CONFIG_AGENT_ENDPOINT": "http://c:8500"}
+    )
     assert flag_wins.spec.endpoint == "http://d:8500"
 
 
 def test_secrets_come_from_the_environment_only() -> None:
     assert "DYNAMIC_CONFIG_AGENT_TOKEN" in refused([*BASE, "--token", "s3cr3t"])
-    settings = parse_args(BASE, {"DYNAMIC_CONFIG_AGENT_TOKEN": "tok-9x", "DYNAMIC_CONFIG_AGENT_PASSWORD": "pw-7y"})
+    settings = parse_args(
+        BASE, {"DYNAMIC_CONFIG_AGENT_TOKEN": "tok-9x", "DYNAMIC_CONFIG_AGENT_PASSWORD": "pw-7y"}
+    )
     assert (settings.spec.token, settings.spec.password) == ("tok-9x", "pw-7y")
     assert "tok-9x" not in repr(settings.spec) and "pw-7y" not in repr(settings.spec)
 
 
 def test_source_must_be_a_store_name() -> None:
-    message = refused(["--source", "Zoo/keeper", "--endpoint", "x", "--key", "k", "--out", "/o.json"])
+    message = refused(
+        ["--source", "Zoo/keeper", "--endpoint", "x", "--key", "k", "--out", "/o.json"]
+    )
     assert "consul, vault, config-server, firestore, git, redis, etcd, nats, s3" in message
 
 
@@ -84,8 +97,16 @@ def test_file_mode_is_octal_and_owner_readable() -> None:
 
 def test_also_outputs_share_the_fetch_and_default_to_the_main_mode() -> None:
     settings = parse_args(
-        [*BASE, "--file-mode", "0640", "--also", "out=/tmp/x/db.yaml,section=db",
-         "--also", "out=/tmp/x/c.toml,mode=0600"], {}
+        [
+            *BASE,
+            "--file-mode",
+            "0640",
+            "--also",
+            "out=/tmp/x/db.yaml,section=db",
+            "--also",
+            "out=/tmp/x/c.toml,mode=0600",
+        ],
+        {},
     )
     _main, db, cache = settings.request.outputs
     assert (db.path, db.section, db.mode) == (Path("/tmp/x/db.yaml"), "db", 0o640)
@@ -104,7 +125,10 @@ def test_max_staleness_accepts_seconds_or_a_duration() -> None:
 def test_policies_are_checked() -> None:
     settings = parse_args(BASE, {})
     assert (settings.startup_policy, settings.on_delete, settings.on_drift) == (
-        "allow-cached", "retain", "warn")
+        "allow-cached",
+        "retain",
+        "warn",
+    )
     assert "allow-cached | require-fresh | best-effort" in refused([*BASE, "--startup-policy", "x"])
     assert "retain | remove | fail" in refused([*BASE, "--on-delete", "keep"])
     assert "warn | repair | fail" in refused([*BASE, "--on-drift", "fix"])
@@ -119,7 +143,8 @@ def test_timeout_is_for_four_stores_only() -> None:
     assert parse_args([*BASE, "--timeout", "5"], {}).spec.timeout == 5
     redis = ["--source", "redis", "--endpoint", "redis://h", "--key", "k.json", "--out", "/o.json"]
     assert "--timeout is for consul, vault, config-server and firestore" in refused(
-        [*redis, "--timeout", "5"])
+        [*redis, "--timeout", "5"]
+    )
 
 
 def test_events_need_the_pod_name() -> None:
@@ -130,7 +155,10 @@ def test_events_need_the_pod_name() -> None:
 @pytest.mark.parametrize(
     ("url", "expected"),
     [
-        ("http://127.0.0.1:8080/-/reload", NotifyTarget("127.0.0.1", "127.0.0.1", 8080, "/-/reload")),
+        (
+            "http://127.0.0.1:8080/-/reload",
+            NotifyTarget("127.0.0.1", "127.0.0.1", 8080, "/-/reload"),
+        ),
         ("http://localhost:9000", NotifyTarget("localhost", "127.0.0.1", 9000, "/")),
         ("http://[::1]:81/x", NotifyTarget("::1", "::1", 81, "/x")),
         ("http://::1:81/x", NotifyTarget("::1", "::1", 81, "/x")),
@@ -193,7 +221,9 @@ def test_store_validate_refuses_with_the_usage_text(tmp_path: Path) -> None:
         [str(AGENT), *BASE, "--ref", "main"], capture_output=True, text=True, timeout=30
     )
     assert result.returncode == 1
-    assert result.stderr.startswith("dynamic-config-agent: --ref is git's; remove it for a consul source")
+    assert result.stderr.startswith(
+        "dynamic-config-agent: --ref is git's; remove it for a consul source"
+    )
     assert "usage: dynamic-config-agent" in result.stderr
 
 

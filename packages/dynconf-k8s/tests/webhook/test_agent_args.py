@@ -37,13 +37,15 @@ def _corpus() -> list[tuple[str, dict[str, Any], dict[str, str], str | None]]:
         env = {} if uses_class else BOOK_INSTALLATION
         for document in yaml.safe_load_all(path.read_text()):
             for label, pod in pods_in(document):
-                out.append((f"{path.name}:{label}", dict(pod), env, "billing" if uses_class else None))
+                out.append(
+                    (f"{path.name}:{label}", dict(pod), env, "billing" if uses_class else None)
+                )
     for path in EXAMPLES:
         for document in yaml.safe_load_all(path.read_text()):
             for label, pod in pods_in(document):
                 out.append((f"{path.name}:{label}", dict(pod), {}, None))
-    for name, annotations in GOLDEN_CASES.items():
-        pod = {"metadata": {"name": "app", "annotations": annotations},
+    for name, golden in GOLDEN_CASES.items():
+        pod = {"metadata": {"name": "app", "annotations": golden},
                "spec": {"containers": [{"name": "app", "image": "busybox"}]}}  # fmt: skip
         out.append((name, pod, {}, None))
     return out
@@ -62,7 +64,7 @@ def _injected(patch: str) -> list[dict[str, Any]]:
     ]
 
 
-@pytest.mark.parametrize("label,pod,env,namespace", CORPUS, ids=[c[0] for c in CORPUS])
+@pytest.mark.parametrize(("label", "pod", "env", "namespace"), CORPUS, ids=[c[0] for c in CORPUS])
 def test_every_injected_agent_accepts_its_arguments(label, pod, env, namespace):
     request: dict[str, Any] = {"uid": "u", "object": pod}
     if namespace:

@@ -325,9 +325,7 @@ def parse_args(argv: Sequence[str], environ: Mapping[str, str] | None = None) ->
 
     source = values.get("--source")
     if not source:
-        raise UsageError(
-            f"--source is required; one of: {', '.join(AGENT_SOURCES)}", "--source"
-        )
+        raise UsageError(f"--source is required; one of: {', '.join(AGENT_SOURCES)}", "--source")
     if not _STORE_NAME.fullmatch(source):
         raise UsageError(
             f"--source {source!r} is not a store name; use one of: {', '.join(AGENT_SOURCES)}",

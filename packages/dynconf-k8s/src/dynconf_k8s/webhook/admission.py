@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -20,13 +21,17 @@ from dynconf_k8s.contract.parse import INJECTED, injected_container_present, par
 from dynconf_k8s.contract.plan import Plan
 from dynconf_k8s.contract.refusals import CONFLICT, POLICY, Refusal
 from dynconf_k8s.contract.registry import annotation
+from dynconf_k8s.contract.rules import STORES
 from dynconf_k8s.webhook.agentcheck import check_agent_args
 from dynconf_k8s.webhook.classes import ClassMap, apply_class
 from dynconf_k8s.webhook.patch import build_patch, container_names
+from dynconf_k8s.webhook.shape import check_metadata, check_spec, review_uid
 
 __all__ = ["Decision", "admit", "decide", "dumps_compact", "dumps_pretty"]
 
 API_VERSION: Final = "admission.k8s.io/v1"
+
+log = logging.getLogger("dynconf_k8s.webhook")
 
 
 def dumps_compact(value: object) -> str:
@@ -117,52 +122,92 @@ def _collisions(pod: Mapping[str, Any], plan: Plan) -> None:
             )
 
 
+def _refused(base: Decision, refusal: Refusal) -> Decision:
+    response = {
+        "allowed": False,
+        "status": {"code": refusal.code, "message": refusal.message, "reason": refusal.reason},
+        "uid": base.response["response"]["uid"],
+    }
+    base.response = _review(response)
+    base.outcome = "refused"
+    base.reason = refusal.reason
+    return base
+
+
+def _parsed_source(text: object) -> str | None:
+    """A source for the audit line only when it is one of the stores (never the raw text)."""
+    return text if isinstance(text, str) and text in STORES else None
+
+
 def decide(
-    review: Mapping[str, Any],
+    review: object,
     installation: Installation,
     classes: ClassMap | None = None,
 ) -> Decision:
-    """Judge one AdmissionReview (v1)."""
+    """Judge one AdmissionReview (v1). Total: every input gets a response, never an exception.
+
+    A malformed review is refused naming the field; anything unforeseen is refused too (and
+    logged by its type), because an exception here is an HTTP 500 and the failure policy —
+    ``Ignore`` starts the pod without its configuration — would decide instead.
+    """
+    base = Decision(_review({"allowed": True, "uid": review_uid(review)}), "skipped")
+    try:
+        return _decide(review, installation, classes, base)
+    except Refusal as refusal:
+        return _refused(base, refusal)
+    except Exception as error:
+        log.error("admission_failed", extra={"error": type(error).__name__})
+        return _refused(
+            base,
+            Refusal(
+                f"the webhook could not judge this pod ({type(error).__name__}); check the "
+                "pod against the annotation reference, or report it with the pod's manifest"
+            ),
+        )
+
+
+def _decide(
+    review: object,
+    installation: Installation,
+    classes: ClassMap | None,
+    base: Decision,
+) -> Decision:
+    if not isinstance(review, Mapping):
+        raise Refusal("the body is not an AdmissionReview object")
     request = review.get("request") or {}
-    uid = request.get("uid", "")
+    if not isinstance(request, Mapping):
+        raise Refusal("request is not an object; send an admission.k8s.io/v1 AdmissionReview")
     pod = request.get("object")
     if not pod:
-        return Decision(_review({"allowed": True, "uid": uid}), "skipped")
+        return base
+    check_metadata(pod)
     metadata = pod.get("metadata") or {}
     namespace = request.get("namespace") or metadata.get("namespace") or ""
-    name = metadata.get("name") or metadata.get("generateName") or ""
+    base.namespace = namespace if isinstance(namespace, str) else ""
+    base.pod = metadata.get("name") or metadata.get("generateName") or ""
     annotations = metadata.get("annotations") or {}
-    base = Decision(_review({"allowed": True, "uid": uid}), "skipped", namespace=namespace,
-                    pod=name, source=annotations.get(annotation("source")))  # fmt: skip
+    base.source = _parsed_source(annotations.get(annotation("source")))
+    spec = pod.get("spec") or {}
     if annotations.get(annotation("status")) == INJECTED and injected_container_present(
-        pod.get("spec") or {}
+        spec if isinstance(spec, Mapping) else {}
     ):
         return base
-    try:
-        if annotation("class") in annotations:
-            pod = apply_class(pod, namespace, installation, classes)
-            base.source = (pod["metadata"]["annotations"]).get(annotation("source"))
-        plan, warnings = parse_pod(pod, installation)
-        if plan is None:
-            return base
-        base.source = plan.default.source
-        _source_gates(plan, installation, namespace)
-        _env_gate(plan, installation, namespace)
-        _collisions(pod, plan)
-        check_agent_args(plan)
-    except Refusal as refusal:
-        response = {
-            "allowed": False,
-            "status": {"code": refusal.code, "message": refusal.message,
-                       "reason": refusal.reason},
-            "uid": uid,
-        }  # fmt: skip
-        base.response = _review(response)
-        base.outcome = "refused"
-        base.reason = refusal.reason
+    if annotations.get(annotation("inject")) == "true":
+        check_spec(pod)
+    if annotation("class") in annotations:
+        pod = apply_class(pod, base.namespace, installation, classes)
+        base.source = _parsed_source(pod["metadata"]["annotations"].get(annotation("source")))
+    plan, warnings = parse_pod(pod, installation)
+    if plan is None:
         return base
+    base.source = plan.default.source
+    _source_gates(plan, installation, base.namespace)
+    _env_gate(plan, installation, base.namespace)
+    _collisions(pod, plan)
+    check_agent_args(plan)
     patch = base64.b64encode(dumps_compact(build_patch(pod, plan)).encode()).decode()
-    response = {"allowed": True, "patch": patch, "patchType": "JSONPatch", "uid": uid}
+    response = {"allowed": True, "patch": patch, "patchType": "JSONPatch",
+                "uid": base.response["response"]["uid"]}  # fmt: skip
     if warnings:
         response["warnings"] = warnings
     base.response = _review(response)
@@ -173,7 +218,7 @@ def decide(
 
 
 def admit(
-    review: Mapping[str, Any],
+    review: object,
     installation: Installation,
     classes: ClassMap | None = None,
 ) -> dict[str, Any]:

@@ -93,7 +93,8 @@ def create_app(
                     raise TypeError
             except (ValueError, TypeError):
                 span.set(outcome="bad-request")
-                return PlainTextResponse("the body is not an AdmissionReview", status_code=400)
+                body = json.dumps(decide(None, installation).response, separators=(",", ":"))
+                return Response(body, status_code=400, media_type="application/json")
             return _admit(review, span)
 
     def _admit(review: dict[str, Any], span: Span) -> Response:
