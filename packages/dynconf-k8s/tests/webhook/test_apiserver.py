@@ -146,3 +146,43 @@ def _debug(cluster, namespace):
     rs = cluster.apps.list_namespaced_replica_set(namespace).items
     events = cluster.core_api.list_namespaced_event(namespace).items
     return [r.status for r in rs], [(e.reason, e.message) for e in events]
+
+
+SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+SA_PLUGIN_VOLUME = {
+    # What the ServiceAccount admission plugin (off in this control plane, as in envtest) adds
+    # to an automounting pod before any webhook sees it.
+    "name": "kube-api-access-abcde",
+    "projected": {"sources": [
+        {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+        {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+    ]},
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("automounted", [False, True], ids=["no-automount", "automounted-app"])
+def test_events_pod_gives_the_agent_its_own_token_and_the_api_server_takes_it(
+    cluster, running_webhook, automounted
+):
+    env = {"DYNAMIC_CONFIG_WEBHOOK_ALLOW_EVENTS": "true"}
+    hook = running_webhook(WebhookSettings(installation=parse_installation(env)))
+    label = uuid.uuid4().hex[:8]
+    namespace = cluster.namespace(label)
+    cluster.register(hook, label)
+    app = {"name": "app", "image": "busybox", "command": ["sleep", "1d"]}
+    spec = {"serviceAccountName": "default", "automountServiceAccountToken": automounted,
+            "containers": [app]}  # fmt: skip
+    if automounted:
+        app["volumeMounts"] = [{"name": SA_PLUGIN_VOLUME["name"], "mountPath": SA_DIR}]
+        spec["volumes"] = [SA_PLUGIN_VOLUME]
+    annotations = {**CANONICAL, "dynamic-config.rs/events": "true"}
+    pod = cluster.core_api.create_namespaced_pod(
+        namespace, {"metadata": {"name": "events", "annotations": annotations}, "spec": spec}
+    )
+    agent = next(c for c in pod.spec.containers if c.name == "dynamic-config-agent")
+    assert [m.name for m in agent.volume_mounts if m.mount_path == SA_DIR] == [
+        "dynamic-config-token"
+    ]
+    token = next(v for v in pod.spec.volumes if v.name == "dynamic-config-token")
+    assert token.projected.sources[0].service_account_token.path == "token"
+    assert all(m.name != "dynamic-config-token" for m in pod.spec.containers[0].volume_mounts or [])

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+
+import pytest
+
 
 def names_at(ops, prefix):
     return [
@@ -513,3 +517,56 @@ def test_schema_configmap_custom_key(pod_with, judge, added):
         "args"
     ]
     assert args[args.index("--schema") + 1] == "/etc/dynamic-config/schema/app.json"
+
+
+def test_env_inject_path_with_shell_metacharacters_is_sourced_as_a_path(
+    pod_with, judge, ops_of, tmp_path
+):
+    import subprocess
+
+    directory = tmp_path / "we;ird $(touch pwned) 'dir'"
+    directory.mkdir()
+    path = directory / "app.env"
+    path.write_text("GREETING=hello\n")
+    pod = pod_with(
+        {"mode": "both", "env-inject": "app", "path": str(path), "template": "A=1"},
+        containers=[{"name": "app", "image": "a", "command": ["/bin/sh", "-c", "echo $GREETING"]}],
+    )
+    command = next(op for op in ops_of(judge(pod)) if op["op"] == "replace")["value"]
+    result = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, check=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "hello\n"
+    assert not (tmp_path / "pwned").exists()
+
+
+@pytest.mark.parametrize(
+    "image",
+    ["registry.example/agents:1", "registry.example/agents@sha256:" + "a" * 64,
+     "registry.example/agents/agent:2", "registry.example/agents"],
+)  # fmt: skip
+def test_agent_image_prefix_admits_at_a_boundary(pod_with, judge, added, image):
+    decision = judge(
+        pod_with({"agent-image": image}),
+        env={"DYNAMIC_CONFIG_WEBHOOK_AGENT_IMAGE_ALLOW": "registry.example/agents"},
+    )
+    assert added(decision, "dynamic-config-agent")["image"] == image
+
+
+def test_events_agent_gets_a_projected_token_and_only_then(pod_with, judge, added, ops_of):
+    env = {"DYNAMIC_CONFIG_WEBHOOK_ALLOW_EVENTS": "true"}
+    decision = judge(pod_with({"events": "true"}, automountServiceAccountToken=False), env=env)
+    volumes = [op["value"] for op in ops_of(decision) if op["path"] == "/spec/volumes/-"]
+    token = next(v for v in volumes if v["name"] == "dynamic-config-token")
+    sources = token["projected"]["sources"]
+    assert sources[0] == {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}}
+    assert {"configMap": {"items": [{"key": "ca.crt", "path": "ca.crt"}],
+                          "name": "kube-root-ca.crt"}} in sources  # fmt: skip
+    agent = added(decision, "dynamic-config-agent")
+    assert {"mountPath": "/var/run/secrets/kubernetes.io/serviceaccount",
+            "name": "dynamic-config-token", "readOnly": True} in agent["volumeMounts"]  # fmt: skip
+    app_mounts = [op for op in ops_of(decision) if op["path"].startswith("/spec/containers/0/")]
+    assert all(op["value"].get("name") != "dynamic-config-token" for op in app_mounts
+               if isinstance(op["value"], dict))  # fmt: skip
+
+    plain = judge(pod_with(), env=env)
+    assert "dynamic-config-token" not in json.dumps(ops_of(plain))

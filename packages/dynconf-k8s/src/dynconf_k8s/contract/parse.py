@@ -48,7 +48,13 @@ from dynconf_k8s.contract.rules import (
     quantity_bytes,
 )
 
-__all__ = ["INJECTED", "injected_container_present", "parse_pod", "redact_userinfo"]
+__all__ = [
+    "INJECTED",
+    "image_allowed",
+    "injected_container_present",
+    "parse_pod",
+    "redact_userinfo",
+]
 
 T = TypeVar("T")
 INJECTED = "injected"
@@ -529,6 +535,12 @@ def parse_pod(
             f"{annotation('require-ack')} needs a watching agent to answer /applied, and mode "
             "init has none — use sidecar or both"
         )
+    if plan.require_ack and not default.metrics_port:
+        raise Refusal(
+            f"{annotation('require-ack')} makes the acknowledgement part of readiness, and this "
+            f'agent has no readiness probe: {annotation("metrics-port")} is unset or "0" — '
+            "give the agent a metrics port, or drop require-ack"
+        )
     _agent_env(pod, plan)
     _inject_containers(pod, plan)
     _env_inject_container(pod, plan, env_inject)
@@ -543,6 +555,7 @@ def parse_pod(
     named_names, also_names, also_sections = _suffixes(pod)
     plan.named = [_named_render(pod, name, default_dir) for name in named_names]
     plan.also = _also(pod, also_names, also_sections, default_dir)
+    _distinct_ports(plan)
 
     pod.check_pin("path", store)
     path = path if path is not None else _tier_text(inst, "path", store)
@@ -644,11 +657,23 @@ def _canary(pod: _Pod, plan_mode: str) -> ConfigMapRef | None:
     return _ref(pod, "canary-configmap", None, text, "percent")
 
 
+def image_allowed(image: str, prefix: str) -> bool:
+    """``prefix`` admits ``image`` at a reference boundary, never mid-name.
+
+    ``registry.example/agents`` admits ``registry.example/agents:1``, ``…/agents@sha256:…``
+    and ``…/agents/x`` but not ``registry.example/agentsevil:1``; a prefix that itself ends in
+    ``/``, ``:`` or ``@`` already sits on a boundary.
+    """
+    if not prefix or not image.startswith(prefix):
+        return False
+    return len(image) == len(prefix) or prefix[-1] in "/:@" or image[len(prefix)] in "/:@"
+
+
 def _agent_image(pod: _Pod, plan: Plan) -> None:
     image = pod.get("agent-image")
     if image is None:
         return
-    if not any(image.startswith(prefix) for prefix in pod.inst.agent_image_allow):
+    if not any(image_allowed(image, prefix) for prefix in pod.inst.agent_image_allow):
         raise Refusal(
             f"{annotation('agent-image')} names an image no webhook.agentImageAllow prefix "
             "(DYNAMIC_CONFIG_WEBHOOK_AGENT_IMAGE_ALLOW) admits; drop it to use the "
@@ -720,6 +745,24 @@ def _env_inject_container(pod: _Pod, plan: Plan, name: str | None) -> None:
             "has one — drop env-restart or the container's probe"
         )
     plan.env_inject = index
+
+
+def _distinct_ports(plan: Plan) -> None:
+    """Every watching agent shares the pod's network namespace: one port, one listener."""
+    if not plan.watches:
+        return
+    seen: dict[int, str] = {}
+    for render in (plan.default, *plan.named):
+        port = render.metrics_port
+        if not port:
+            continue
+        key = annotation("metrics-port", render.name)
+        if port in seen:
+            raise Refusal(
+                f"{key} is the port {seen[port]} already gives another agent, and two agents "
+                "in one pod cannot listen on one port — give each render its own"
+            )
+        seen[port] = key
 
 
 def _distinct_files(plan: Plan) -> None:

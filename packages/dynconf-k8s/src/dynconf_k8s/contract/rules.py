@@ -59,6 +59,8 @@ STORES: Final = (
 """The nine stores, in the contract's order (refusals list them this way)."""
 
 MODES: Final = ("init", "sidecar", "both")
+INT32_MAX: Final = 2**31 - 1
+"""The largest uid/gid a pod's securityContext takes."""
 _ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]*")
 _SUFFIX_BYTES: Final = {
     "": 1,
@@ -223,6 +225,8 @@ def parse_uid(text: str) -> int:
     value = int(text)
     if value == 0:
         raise RuleError("is 0 (root), and the agent stays nonroot in every configuration")
+    if value > INT32_MAX:
+        raise RuleError(f"is past {INT32_MAX}, the largest id the API server takes")
     return value
 
 

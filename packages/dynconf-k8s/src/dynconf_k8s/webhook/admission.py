@@ -24,7 +24,7 @@ from dynconf_k8s.contract.registry import annotation
 from dynconf_k8s.contract.rules import STORES
 from dynconf_k8s.webhook.agentcheck import check_agent_args
 from dynconf_k8s.webhook.classes import ClassMap, apply_class
-from dynconf_k8s.webhook.patch import build_patch, container_names
+from dynconf_k8s.webhook.patch import build_patch, container_names, volume_names
 from dynconf_k8s.webhook.shape import check_metadata, check_spec, review_uid
 
 __all__ = ["Decision", "admit", "decide", "dumps_compact", "dumps_pretty"]
@@ -109,6 +109,8 @@ def _env_gate(plan: Plan, installation: Installation, namespace: str) -> None:
 
 
 def _collisions(pod: Mapping[str, Any], plan: Plan) -> None:
+    """Names and places the injection needs that the pod already uses (the API server or the
+    kubelet would refuse the patched pod, or two mounts would hide each other)."""
     spec = pod.get("spec") or {}
     taken = {
         c.get("name") for group in ("containers", "initContainers") for c in spec.get(group) or []
@@ -120,6 +122,26 @@ def _collisions(pod: Mapping[str, Any], plan: Plan) -> None:
                 f'that name — rename yours, or set {annotation("inject")} to "false"',
                 reason=CONFLICT,
             )
+    volumes = {v.get("name") for v in spec.get("volumes") or []}
+    for name in volume_names(plan):
+        if name in volumes:
+            raise Refusal(
+                f'this pod already has a volume called "{name}", and the injection needs that '
+                f'name — rename yours, or set {annotation("inject")} to "false"',
+                reason=CONFLICT,
+            )
+    containers = spec.get("containers") or []
+    for index in plan.mount_containers:
+        container = containers[index]
+        for mount in container.get("volumeMounts") or []:
+            if str(mount.get("mountPath", "")).rstrip("/") == plan.mount_dir:
+                raise Refusal(
+                    f'container "{container.get("name")}" already mounts {plan.mount_dir}, where '
+                    f"the rendered file's volume goes (the directory of {annotation('path')}) — "
+                    "move the file to another directory, or leave the container out with "
+                    f"{annotation('inject-containers')}",
+                    reason=CONFLICT,
+                )
 
 
 def _refused(base: Decision, refusal: Refusal) -> Decision:

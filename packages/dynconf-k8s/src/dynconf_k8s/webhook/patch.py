@@ -9,17 +9,20 @@ alone; no value ever rides an argument.
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping
 from typing import Any, Final
 
 from dynconf_k8s.contract.parse import AGENT, INIT, INJECTED
 from dynconf_k8s.contract.plan import Plan, Render
 
-__all__ = ["ETC", "VOLUME", "agent_container", "build_patch", "container_names"]
+__all__ = ["ETC", "VOLUME", "agent_container", "build_patch", "container_names", "volume_names"]
 
 VOLUME: Final = "dynamic-config"
 ETC: Final = "/etc/dynamic-config"
 SIZE_LIMIT: Final = "16Mi"
+TOKEN_VOLUME: Final = "dynamic-config-token"  # noqa: S105 - a volume name, not a secret
+SERVICEACCOUNT_DIR: Final = "/var/run/secrets/kubernetes.io/serviceaccount"
 _STATUS_PATH: Final = "/metadata/annotations/dynamic-config.rs~1status"
 
 Json = dict[str, Any]
@@ -42,6 +45,11 @@ def container_names(plan: Plan) -> list[str]:
         if plan.watches:
             names.append(_suffixed(AGENT, render))
     return names
+
+
+def volume_names(plan: Plan) -> list[str]:
+    """Every pod volume the injection adds (the collision check uses exactly these)."""
+    return [volume["name"] for volume in _volumes(plan)]
 
 
 def _volumes(plan: Plan) -> list[Json]:
@@ -78,7 +86,33 @@ def _volumes(plan: Plan) -> list[Json]:
                     "configMap": {"name": default.template_configmap.name}})  # fmt: skip
     if plan.schema:
         out.append({"name": "dynamic-config-schema", "configMap": {"name": plan.schema.name}})
+    if plan.events:
+        out.append(_token_volume())
     return out
+
+
+def _token_volume() -> Json:
+    """The service-account token, CA and namespace the agent's Event writer reads.
+
+    Injected containers are added after the API server's own service-account mounting, so
+    even an automounting pod gives the agent no token; with ``events`` the agent gets its own
+    projected one (the kubelet rotates it), mounted where a client looks for it and nowhere
+    else. Without ``events`` the agent holds no token at all.
+    """
+    return {
+        "name": TOKEN_VOLUME,
+        "projected": {
+            "defaultMode": 0o444,
+            "sources": [
+                {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+                {"configMap": {"items": [{"key": "ca.crt", "path": "ca.crt"}],
+                               "name": "kube-root-ca.crt"}},
+                {"downwardAPI": {"items": [{"fieldRef": {"apiVersion": "v1",
+                                                         "fieldPath": "metadata.namespace"},
+                                            "path": "namespace"}]}},
+            ],
+        },
+    }  # fmt: skip
 
 
 def _secret(name: str, secret: str, mode: int) -> Json:
@@ -185,7 +219,7 @@ def _args(plan: Plan, render: Render, watch: bool) -> list[str]:
     return args
 
 
-def _mounts(plan: Plan, render: Render) -> list[Json]:
+def _mounts(plan: Plan, render: Render, watch: bool) -> list[Json]:
     out: list[Json] = [{"mountPath": plan.mount_dir, "name": VOLUME}]
 
     def ro(volume: str, path: str) -> None:
@@ -206,6 +240,8 @@ def _mounts(plan: Plan, render: Render) -> list[Json]:
             ro("dynamic-config-template", f"{ETC}/template")
         if plan.schema:
             ro("dynamic-config-schema", f"{ETC}/schema")
+        if plan.events and watch:
+            ro(TOKEN_VOLUME, SERVICEACCOUNT_DIR)
         return out
     name = render.name
     if render.ca:
@@ -267,7 +303,7 @@ def agent_container(plan: Plan, render: Render, watch: bool) -> Json:
         "name": _suffixed(AGENT if watch else INIT, render),
         "image": plan.image if render.name is None else plan.installation_image,
         "args": _args(plan, render, watch),
-        "volumeMounts": _mounts(plan, render),
+        "volumeMounts": _mounts(plan, render, watch),
         "resources": _resources(plan, render),
         "securityContext": {
             "allowPrivilegeEscalation": False,
@@ -310,7 +346,8 @@ def _env_inject(pod: Mapping[str, Any], plan: Plan) -> list[Json]:
         return []
     index = plan.env_inject
     container = pod["spec"]["containers"][index]
-    path = plan.default.path
+    # The path is pasted into a shell script: quoted, so no character in it is syntax.
+    path = shlex.quote(plan.default.path)
     script = f"set -a; . {path}; set +a; "
     if plan.env_restart:
         script += f'export DYNAMIC_CONFIG_ENV_FINGERPRINT="$(cksum < {path})"; '

@@ -14,10 +14,10 @@ from typing import Any, Final
 
 from dynconf_k8s.contract.refusals import Refusal
 from dynconf_k8s.contract.registry import PREFIX
+from dynconf_k8s.contract.rules import INT32_MAX
 
-__all__ = ["INT32_MAX", "check_metadata", "check_spec", "review_uid"]
+__all__ = ["check_metadata", "check_spec", "review_uid"]
 
-INT32_MAX: Final = 2**31 - 1
 _GROUPS: Final = ("containers", "initContainers")
 
 
