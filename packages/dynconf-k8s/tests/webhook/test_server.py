@@ -171,3 +171,16 @@ def test_self_rotate_wait_ends_on_sigterm(tmp_path):
         return await _await_pair(tls, 60, stopping)
 
     assert asyncio.run(scenario()) is False
+
+
+def test_audit_line_of_a_refused_pod_carries_only_a_parsed_source(
+    running_webhook, make_pod, caplog
+):
+    hook = running_webhook(WebhookSettings(installation=parse_installation({})))
+    raw = 'consul\n{"forged": "audit"} s3cr3t-token'
+    with caplog.at_level(logging.INFO, logger="dynconf_k8s.webhook"):
+        _get(hook, "/mutate", _review(make_pod({**CANONICAL, "dynamic-config.rs/source": raw})))
+        _get(hook, "/mutate", _review(make_pod({**CANONICAL, "dynamic-config.rs/mode": "x"})))
+    audits = [r for r in caplog.records if r.getMessage() == "admission"]
+    assert [(r.outcome, r.source) for r in audits] == [("refused", None), ("refused", "consul")]
+    assert "s3cr3t" not in " ".join(str(vars(r)) for r in audits)
