@@ -619,6 +619,32 @@ def test_classes_grant_list_and_watch_on_both_class_kinds(helm_bin: Path, tmp_pa
     assert env_of(_container(_webhook(docs), "webhook"))["DYNAMIC_CONFIG_WEBHOOK_CLASSES"] == "true"
 
 
+API_FEATURES: dict[str, tuple[tuple[str, ...], bool]] = {
+    "default": ((), False),
+    "cert-manager": (TOGGLES["cert-manager"], False),
+    "selfrotate": (TOGGLES["selfrotate"], True),
+    "classes": (TOGGLES["classes"], True),
+    "classes-cert-manager": ((*TOGGLES["cert-manager"], *TOGGLES["classes"]), True),
+    "classes-selfrotate": ((*TOGGLES["selfrotate"], *TOGGLES["classes"]), True),
+}
+"""Values → whether a feature of the webhook then calls the API server (needs a token)."""
+
+
+@pytest.mark.parametrize("case", sorted(API_FEATURES))
+def test_webhook_pod_holds_a_token_exactly_when_a_feature_calls_the_api(
+    case: str, helm_bin: Path, tmp_path: Path
+) -> None:
+    sets, needs = API_FEATURES[case]
+    docs = _render(helm_bin, tmp_path, *sets, "networkPolicy.enabled=true")
+    pod = _webhook(docs)["spec"]["template"]["spec"]
+    account = one(docs, "ServiceAccount", pod["serviceAccountName"])
+
+    assert account["automountServiceAccountToken"] is False
+    assert pod["automountServiceAccountToken"] is needs
+    egress = one(docs, "NetworkPolicy")["spec"]["egress"]
+    assert (egress != []) is needs
+
+
 # ------------------------------------------------------------------------ failing renders
 
 

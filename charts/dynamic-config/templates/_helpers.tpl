@@ -128,6 +128,18 @@ chart
 {{- end -}}
 {{- end -}}
 
+{{/* Whether the webhook pod calls the API server, and so needs a service-account token: the
+     class poller (webhook.classes.enabled) lists the class kinds, selfRotate writes its Secret
+     and caBundle. Every feature that needs the API answers here, so the token mount and the
+     NetworkPolicy's egress follow one list. "true" or "false". */}}
+{{- define "dc.webhook.callsApi" -}}
+{{- if or (eq (include "dc.tlsMode" .) "selfrotate") .Values.webhook.classes.enabled -}}
+true
+{{- else -}}
+false
+{{- end -}}
+{{- end -}}
+
 {{/* The chart-minted pair as YAML {crt, key, ca} (base64). An existing Secret wins: an upgrade
      must not rotate what the webhook configuration trusts behind the operator's back. */}}
 {{- define "dc.chartTls" -}}
