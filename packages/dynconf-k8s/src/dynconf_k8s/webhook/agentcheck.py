@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from dynconf_k8s.agent.flags import UsageError, parse_args
+from dynconf_k8s.agent.flags import UsageError, parse_also, parse_args
 from dynconf_k8s.contract.plan import Plan, Render
 from dynconf_k8s.contract.refusals import Refusal
 from dynconf_k8s.contract.registry import ALSO, FLAG_KEYS, PREFIX, annotation
-from dynconf_k8s.webhook.patch import agent_container
+from dynconf_k8s.webhook.patch import agent_container, also_arg
 
 __all__ = ["check_agent_args"]
 
@@ -37,7 +37,9 @@ def _key_of(error: UsageError, render: Render, plan: Plan) -> str:
         return annotation("inject") if render.name is None else f"{PREFIX}*.{render.name}"
     if base == ALSO:
         for also in plan.also:
-            if also.path in error.message:
+            try:
+                parse_also(also_arg(also), None)
+            except UsageError:
                 return annotation(ALSO, also.name)
         return f"{PREFIX}{ALSO}.*"
     return annotation(base, render.name)

@@ -14,9 +14,17 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from dynconf_k8s.contract.parse import AGENT, INIT, INJECTED
-from dynconf_k8s.contract.plan import Plan, Render
+from dynconf_k8s.contract.plan import Also, Plan, Render
 
-__all__ = ["ETC", "VOLUME", "agent_container", "build_patch", "container_names", "volume_names"]
+__all__ = [
+    "ETC",
+    "VOLUME",
+    "agent_container",
+    "also_arg",
+    "build_patch",
+    "container_names",
+    "volume_names",
+]
 
 VOLUME: Final = "dynamic-config"
 ETC: Final = "/etc/dynamic-config"
@@ -175,6 +183,11 @@ def _store_args(plan: Plan, render: Render) -> list[str]:
     return args
 
 
+def also_arg(also: Also) -> str:
+    """The value of one ``--also`` (admission has refused the separators in its parts)."""
+    return f"out={also.path}" + (f",section={also.section}" if also.section else "")
+
+
 def _args(plan: Plan, render: Render, watch: bool) -> list[str]:
     args = _store_args(plan, render)
     if watch:
@@ -186,8 +199,7 @@ def _args(plan: Plan, render: Render, watch: bool) -> list[str]:
     if plan.dynamic:
         args.append("--dynamic")
     for also in plan.also:
-        spec = f"out={also.path}" + (f",section={also.section}" if also.section else "")
-        args += ["--also", spec]
+        args += ["--also", also_arg(also)]
     if not watch:
         return args
     if plan.meta:
