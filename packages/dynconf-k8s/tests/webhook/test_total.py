@@ -190,3 +190,18 @@ def test_validate_refuses_annotations_that_are_not_a_mapping(tmp_path):
     out, err = io.StringIO(), io.StringIO()
     assert run_validate([str(path)], parse_installation({}), out, err) == 1
     assert "request.object.metadata.annotations is a number" in err.getvalue()
+
+
+VALIDATABLE = [m for m in MALFORMED if isinstance(m[1], dict)]
+
+
+@pytest.mark.parametrize(
+    ("pod", "contains"), [m[1:] for m in VALIDATABLE], ids=[m[0] for m in VALIDATABLE]
+)
+def test_every_malformed_pod_is_refused_by_validate(pod, contains, tmp_path):
+    path = tmp_path / "pod.json"
+    path.write_text(json.dumps({"apiVersion": "v1", "kind": "Pod", **pod}))
+    out, err = io.StringIO(), io.StringIO()
+    assert run_validate([str(path)], parse_installation({}), out, err) == 1, out.getvalue()
+    assert "refused (DynamicConfigMalformed)" in err.getvalue()
+    assert contains in err.getvalue()

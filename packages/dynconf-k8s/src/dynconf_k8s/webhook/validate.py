@@ -48,21 +48,35 @@ def pods_in(document: Any) -> Iterator[tuple[str, Mapping[str, Any]]]:
     if not isinstance(document, Mapping):
         return
     kind = document.get("kind")
-    name = (document.get("metadata") or {}).get("name") or ""
-    label = f"{kind}/{name}" if name else str(kind)
-    if kind == "List" or (kind or "").endswith("List"):
-        for item in document.get("items") or []:
+    if not isinstance(kind, str):
+        return
+    name = _field(document, "metadata", "name")
+    label = f"{kind}/{name}" if isinstance(name, str) and name else kind
+    if kind.endswith("List"):
+        items = document.get("items")
+        for item in items if isinstance(items, list) else []:
             yield from pods_in(item)
     elif kind == "Pod":
+        # Judged as written: a malformed pod is admission's to refuse, naming the field.
         yield label, document
     elif kind in _TEMPLATED:
-        template = (document.get("spec") or {}).get("template")
+        template = _field(document, "spec", "template")
         if isinstance(template, Mapping):
             yield label, template
     elif kind == "CronJob":
-        job = ((document.get("spec") or {}).get("jobTemplate") or {}).get("spec") or {}
-        if isinstance(job.get("template"), Mapping):
-            yield label, job["template"]
+        template = _field(document, "spec", "jobTemplate", "spec", "template")
+        if isinstance(template, Mapping):
+            yield label, template
+
+
+def _field(document: Mapping[str, Any], *path: str) -> Any:
+    """``document[path…]``, or ``None`` where a step is missing or not a mapping."""
+    value: Any = document
+    for step in path:
+        if not isinstance(value, Mapping):
+            return None
+        value = value.get(step)
+    return value
 
 
 def classes_in(documents: list[Any]) -> dict[tuple[str | None, str], ClassEntry]:
