@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
+from dynconf_k8s.agent.flags import ON_DRIFT
 from dynconf_k8s.agent.notify import NotifyUrlError, parse_notify_url
 from dynconf_k8s.contract import storecheck
 from dynconf_k8s.contract.installation import Installation
@@ -517,7 +518,7 @@ def parse_pod(
             "enables it with webhook.allowEvents (DYNAMIC_CONFIG_WEBHOOK_ALLOW_EVENTS) and the "
             "agent.events Role"
         )
-    plan.on_drift = pod.rule("on-drift", _one_of("warn", "repair", "fail"))
+    plan.on_drift = pod.rule("on-drift", _one_of(*ON_DRIFT))
     if not plan.revoke_on_shutdown and not plan.dynamic:
         raise Refusal(
             f"{annotation('revoke-on-shutdown')} is about a lease, and only "
