@@ -232,3 +232,12 @@ def test_unknown_flag_exits_one_with_usage() -> None:
     assert result.returncode == 1
     assert result.stderr.startswith('dynamic-config-agent: unknown flag "--nope"\n')
     assert "usage:" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"),
+    [("--metrics-addr", "0.0.0.0:\uff19\uff11\uff11\uff10"), ("--watch", "\u0663\u0660"),
+     ("--history", "\uff13"), ("--max-document-bytes", "\uff11\uff10")],
+)  # fmt: skip
+def test_numbers_are_ascii_digits_only(flag: str, value: str) -> None:
+    assert flag in refused([*BASE, flag, value])

@@ -252,7 +252,10 @@ def parse_mode(text: str, flag: str = "--file-mode") -> int:
 
 
 def _whole(value: str, flag: str, *, message: str | None = None) -> int:
+    """A whole number in ASCII digits (``int()`` alone also takes fullwidth or Arabic ones)."""
     try:
+        if not value.isascii():
+            raise ValueError
         number = int(value.strip())
     except ValueError:
         raise UsageError(message or f"{flag} takes a whole number", flag) from None
@@ -311,7 +314,7 @@ def parse_also(text: str, default_mode: int | None) -> OutputSpec:
 def _metrics_addr(text: str) -> tuple[str, int]:
     host, sep, port = text.rpartition(":")
     host = host.strip("[]")
-    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+    if not sep or not (port.isascii() and port.isdigit()) or not 0 <= int(port) <= 65535:
         raise UsageError(
             f"--metrics-addr {text} is not host:port; e.g. 0.0.0.0:9110", "--metrics-addr"
         )
