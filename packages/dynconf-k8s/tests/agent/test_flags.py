@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from dynconf_k8s.agent.canary import Canary, bucket, read_percent
-from dynconf_k8s.agent.flags import UsageError, parse_args
+from dynconf_k8s.agent.flags import UsageError, output_extensions, parse_args
 from dynconf_k8s.agent.notify import NotifyTarget, parse_notify_url, send_notification
 
 from .conftest import AGENT
@@ -112,7 +112,16 @@ def test_also_outputs_share_the_fetch_and_default_to_the_main_mode() -> None:
     assert (db.path, db.section, db.mode) == (Path("/tmp/x/db.yaml"), "db", 0o640)
     assert cache.mode == 0o600
     assert "needs out=<path>" in refused([*BASE, "--also", "section=db"])
-    assert "has no extension" in refused([*BASE, "--also", "out=/tmp/x/db.env"])
+    assert "has no extension" in refused([*BASE, "--also", "out=/tmp/x/db.txt"])
+
+
+def test_every_loaded_format_is_a_writable_extension() -> None:
+    """The book writes `.env` with no template: the format registry decides, not a list here."""
+    settings = parse_args([*BASE, "--also", "out=/tmp/x/db.env,section=database"], {})
+    assert settings.request.outputs[1].path == Path("/tmp/x/db.env")
+    assert {".env", ".json", ".properties", ".toml", ".yaml", ".yml", ".ini"} <= set(
+        output_extensions()
+    )
 
 
 def test_max_staleness_accepts_seconds_or_a_duration() -> None:

@@ -83,3 +83,45 @@ def test_every_injected_agent_accepts_its_arguments(label, pod, env, namespace):
 def test_corpus_is_not_empty():
     assert len([c for c in CORPUS if c[0].startswith("book-")]) >= 20
     assert len(CORPUS) >= 50
+
+
+# The book's own annotation snippets that write a `.env` file with no template: the env format
+# writes it, so the webhook admits them and the agent starts (the format registry is the one list
+# of writable extensions).
+BOOK_ENV_SNIPPETS = {
+    "also-db-env-section": {
+        "dynamic-config.rs/inject": "true",
+        "dynamic-config.rs/source": "vault",
+        "dynamic-config.rs/endpoint": "https://vault.vault.svc:8200",
+        "dynamic-config.rs/key": "secret/myapp",
+        "dynamic-config.rs/auth": "kubernetes",
+        "dynamic-config.rs/auth-role": "myapp",
+        "dynamic-config.rs/path": "/config/app.yaml",
+        "dynamic-config.rs/also.db": "/config/db.env",
+        "dynamic-config.rs/also-section.db": "database",
+    },
+    "dynamic-secrets-db-env": {
+        "dynamic-config.rs/inject": "true",
+        "dynamic-config.rs/source": "vault",
+        "dynamic-config.rs/endpoint": "https://vault.vault.svc:8200",
+        "dynamic-config.rs/dynamic": "true",
+        "dynamic-config.rs/key": "database/creds/billing",
+        "dynamic-config.rs/path": "/config/db.env",
+        "dynamic-config.rs/auth": "kubernetes",
+        "dynamic-config.rs/auth-role": "billing",
+    },
+}
+
+
+@pytest.mark.parametrize("label", sorted(BOOK_ENV_SNIPPETS))
+def test_book_env_files_without_a_template_are_admitted_and_start(label):
+    pod = {"metadata": {"name": "app", "annotations": BOOK_ENV_SNIPPETS[label]},
+           "spec": {"containers": [{"name": "app", "image": "busybox"}]}}  # fmt: skip
+    response = decide({"request": {"uid": "u", "object": pod}}, parse_installation({}), CLASSES)
+    body = response.response["response"]
+    assert body["allowed"], body
+    containers = _injected(body["patch"])
+    assert containers
+    for container in containers:
+        environ = {e["name"]: e.get("value", "from-a-secret") for e in container.get("env", [])}
+        parse_args(container["args"], environ)

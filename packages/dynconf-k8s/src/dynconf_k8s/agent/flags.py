@@ -24,6 +24,7 @@ from typing import Final
 
 from dynconf.errors import DynconfError
 from dynconf.pipeline import RenderRequest
+from dynconf.plugins import default_registry
 from dynconf.render import DEFAULT_MAX_DOCUMENT_BYTES, OutputSpec, TemplateSource
 from dynconf.stores import StoreSpec, TlsSettings
 from dynconf.units import parse_seconds_or_duration
@@ -31,7 +32,7 @@ from dynconf_k8s.agent.notify import NotifyTarget, NotifyUrlError, parse_notify_
 
 __all__ = [
     "AGENT_SOURCES",
-    "OUTPUT_EXTENSIONS",
+    "output_extensions",
     "USAGE",
     "AgentSettings",
     "UsageError",
@@ -55,7 +56,15 @@ agent refuses a name it does not carry, listing what it does)."""
 
 _STORE_NAME: Final = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
 
-OUTPUT_EXTENSIONS: Final = (".json", ".toml", ".yaml", ".yml", ".ini", ".properties")
+
+def output_extensions() -> tuple[str, ...]:
+    """The extensions a loaded format writes, asked of the format registry (the one home).
+
+    The book writes ``.env`` files without a template (``also.db: /config/db.env``), and a
+    format plugin a third party adds is writable the moment it is loaded, with no list here.
+    """
+    return tuple(f".{ext}" for ext in sorted(default_registry().extensions))
+
 
 STARTUP_POLICIES: Final = ("allow-cached", "require-fresh", "best-effort")
 ON_DELETE: Final = ("retain", "remove", "fail")
@@ -282,10 +291,11 @@ def _choice(values: Mapping[str, str], flag: str, allowed: Sequence[str], defaul
 
 
 def _check_extension(path: Path, flag: str) -> None:
-    if path.suffix.lower() not in OUTPUT_EXTENSIONS:
+    known = output_extensions()
+    if path.suffix.lower() not in known:
         raise UsageError(
             f"{flag} {path} has no extension a format writes; use "
-            f"{', '.join(OUTPUT_EXTENSIONS)}, or give a template, which frees the extension",
+            f"{', '.join(known)}, or give a template, which frees the extension",
             _base(flag),
         )
 
