@@ -53,6 +53,8 @@ class Connection:
     emulator: str | None = None
     api_endpoint: str | None = None
     token: str | None = field(default=None, repr=False)
+    use_proxy: bool = False
+    """Let gRPC use ``grpc_proxy`` / ``https_proxy`` / ``http_proxy`` (``use_proxy=true``)."""
 
 
 class FirestoreSource(SourceSupport):
@@ -107,7 +109,8 @@ class FirestoreSource(SourceSupport):
             credentials = compute_engine.Credentials()  # type: ignore[no-untyped-call]
         if conn.api_endpoint:
             options = {"api_endpoint": conn.api_endpoint}
-        client = firestore.Client(
+        client_class = firestore.Client if conn.use_proxy else _direct_client_class()
+        client = client_class(
             project=conn.target.project,
             database=conn.target.database,
             credentials=credentials,
@@ -258,3 +261,39 @@ def _same(left: Fetched | Absent, right: Fetched | Absent) -> bool:
     if isinstance(left, Absent) or isinstance(right, Absent):
         return left is right
     return left.text == right.text
+
+
+_NO_PROXY: Final = ("grpc.enable_http_proxy", 0)
+
+
+def _direct_client_class() -> Any:
+    """A Firestore client whose gRPC channel ignores the environment's proxy variables.
+
+    gRPC reads ``grpc_proxy``, ``https_proxy`` and ``http_proxy`` for every channel; the
+    token rides inside TLS through such a tunnel, but a pod's environment still decides
+    where the connection goes. The library builds its channel with fixed options, so this
+    subclass adds ``grpc.enable_http_proxy=0`` where it does: the transport's
+    ``create_channel`` (the API) and the emulator's plain channel.
+    """
+    import grpc
+    from google.cloud import firestore
+    from google.cloud.firestore_v1 import base_client
+
+    class DirectClient(firestore.Client):
+        def _firestore_api_helper(self, transport: Any, client_class: Any, module: Any) -> Any:
+            class DirectTransport(transport):  # type: ignore[misc]
+                @classmethod
+                def create_channel(cls, *args: Any, options: Any = (), **kwargs: Any) -> Any:
+                    return super().create_channel(*args, options=[*options, _NO_PROXY], **kwargs)
+
+            return super()._firestore_api_helper(DirectTransport, client_class, module)
+
+        def _emulator_channel(self, transport: Any) -> Any:
+            options = [
+                ("Authorization", "Bearer owner"),  # the library's fixed emulator bearer
+                *base_client._GRPC_MSG_SIZE_OPTIONS,
+                _NO_PROXY,
+            ]
+            return grpc.insecure_channel(str(self._emulator_host), options=options)
+
+    return DirectClient

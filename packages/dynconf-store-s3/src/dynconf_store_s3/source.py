@@ -78,6 +78,9 @@ class S3Settings:
     api_url: str | None = None
     tls: TlsSettings = field(default_factory=TlsSettings)
     timeout: float = DEFAULT_TIMEOUT
+    use_proxy: bool = False
+    """Route through the environment's proxy (``use_proxy=true``); off, botocore's own
+    reading of ``HTTPS_PROXY`` / ``HTTP_PROXY`` is replaced by an empty proxy map."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,14 +187,24 @@ class S3Source(SourceSupport):
             read_timeout=settings.timeout,
             retries={"max_attempts": MAX_ATTEMPTS, "mode": "standard"},
             user_agent_extra="dynconf",
+            # Every request is signed with the credential: it goes to the endpoint directly
+            # unless the spec opts in (None lets botocore read the environment's proxies).
+            proxies=None if settings.use_proxy else {},
         )
-        return session.create_client(
+        client = session.create_client(
             "s3",
             region_name=region or None,
             endpoint_url=settings.api_url,
             verify=verify,
             config=config,
         )
+        if settings.api_url:
+            # An S3-compatible server has no regions to chase. botocore's region redirector
+            # would answer its 3xx with a HeadBucket that, redirected again, recurses until
+            # RecursionError; marking every call as already redirected keeps it out, so a
+            # redirect surfaces as the answer it is.
+            client.meta.events.register("before-call.s3", _no_region_redirect)
+        return client
 
     def _head(self, etag: str | None) -> _Head | None:
         """A conditional HEAD: None when the ETag still matches (304), else the new state."""
@@ -297,10 +310,21 @@ class S3Source(SourceSupport):
             return self.remote_error(
                 "refused the request: the clock is skewed; fix the node's time"
             )
+        if 300 <= status < 400:
+            return self.remote_error(
+                f"answered {status} ({code or 'no code'}), a redirect; the s3 store never "
+                "follows one to another address: point --api-url (or the region) at the "
+                "address that serves the bucket"
+            )
         return self.remote_error(f"answered {status} ({code or 'no code'}); retrying")
 
     def __repr__(self) -> str:
         return f"S3Source({self.description!r})"
+
+
+def _no_region_redirect(context: dict[str, Any], **_kwargs: Any) -> None:
+    """Tell botocore's region redirector this call was redirected already (it then stays out)."""
+    context.setdefault("s3_redirect", {})["redirected"] = True
 
 
 class _Answered(Exception):

@@ -1,0 +1,44 @@
+"""The client's bearer goes to the config server it names and nowhere else.
+
+A loopback fake answers 307 to another loopback host; a loopback proxy stands in for
+``HTTP_PROXY`` and its siblings; the real server (started by the test) answers the rest.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from dynconf.errors import RemoteError
+from tests.fixtures.hostile import redirecting
+
+from .conftest import TOKEN, client_source
+
+pytestmark = pytest.mark.configserver
+
+
+def test_bearer_is_not_sent_to_a_redirect_target() -> None:
+    with redirecting() as (server, elsewhere):
+        source = client_source(server.url)
+        with pytest.raises(RemoteError) as refused:
+            source.fetch()
+    assert server.saw(TOKEN)
+    assert elsewhere.seen == []
+    assert "307 redirecting to http://127.0.0.2:" in refused.value.message
+    assert "follow_redirects" in refused.value.message
+
+
+def test_same_origin_redirect_is_followed_when_opted_in() -> None:
+    with redirecting(same_origin=True) as (server, moved):
+        source = client_source(server.url, extra={"follow_redirects": "true"})
+        with pytest.raises(RemoteError, match="answered 502"):
+            source.fetch()
+    assert len(moved.seen) == 1
+
+
+def test_environment_proxy_is_not_used(billing: Any, env_proxy: Any) -> None:
+    env_proxy.engage()
+    source = client_source(billing.url)
+    assert source.fetch().format == "json"
+    assert env_proxy.seen == []
