@@ -147,3 +147,33 @@ applications = ["billing"]
     )
     settings = load_settings(config_dir.root / "server.toml")
     assert settings.sections[0].files[0] == config_dir.root / "billing.toml"
+
+
+BOOK_SERVER_TOML = Path(__file__).parent / "cases" / "book-server.toml"
+
+
+def test_book_server_toml_with_top_level_kubernetes_loads(config_dir):
+    book = config_dir.write("server.toml", BOOK_SERVER_TOML.read_text(encoding="utf-8"))
+    settings = load_settings(book)
+    assert settings.kubernetes is not None
+    assert settings.kubernetes.grants == {"shop:shop": frozenset({"shop"})}
+    assert [c.name for c in settings.clients] == ["billing-pods"]
+
+
+def test_kubernetes_under_both_names_is_refused(config_dir):
+    text = BOOK_SERVER_TOML.read_text(encoding="utf-8")
+    text = text.replace("[kubernetes]", "[server.kubernetes]").replace(
+        "[[kubernetes.grants]]", "[[server.kubernetes.grants]]"
+    ) + '\n[kubernetes]\napi_server = "https://k:6443"\n'
+    with pytest.raises(SettingsError) as caught:
+        load_settings(config_dir.write("server.toml", text))
+    assert any("[kubernetes] and as [server.kubernetes]" in r for r in caught.value.reasons)
+
+
+def test_top_level_kubernetes_refusals_name_its_own_spelling(config_dir):
+    text = BOOK_SERVER_TOML.read_text(encoding="utf-8").replace(
+        'service_account = "shop:shop"', 'service_account = "nocolon"'
+    )
+    with pytest.raises(SettingsError) as caught:
+        load_settings(config_dir.write("server.toml", text))
+    assert any(r.startswith("kubernetes.grants[0].service_account") for r in caught.value.reasons)

@@ -1,6 +1,9 @@
 """The config server's one TOML file, validated whole at start.
 
-Everything lives under ``[server]``. Every refusal names the key and the fix; all of them
+Everything lives under ``[server]``, except that the Kubernetes grants may also be written
+as a top-level ``[kubernetes]`` table (the book's spelling; ``[server.kubernetes]`` is the
+upstream code's): one model under two names, and a file that sets both is refused. Every
+refusal names the key and the fix; all of them
 are collected and reported together (a server that refuses one mistake per restart wastes an
 operator's afternoon). Client tokens are never quoted, only the client's name.
 
@@ -231,7 +234,7 @@ class _Parser:
         return float(value)
 
     def run(self, raw: Mapping[str, Any], origin: Origin) -> Settings:
-        for key in sorted(set(raw) - {"server"}):
+        for key in sorted(set(raw) - {"server", "kubernetes"}):
             self.refuse(f"`{key}` is not a setting; every setting lives under [server]")
         server = self.table("server", raw.get("server", {}))
         self.unknown("server", server, _SERVER_KEYS)
@@ -249,10 +252,11 @@ class _Parser:
             self.refuse("server.insecure contradicts [server.tls]; remove one of them")
         sections = self.sections(server.get("sections"))
         clients = self.clients(server.get("clients"), allow_anonymous, sections)
-        kubernetes = self.kubernetes(server["kubernetes"]) if "kubernetes" in server else None
+        kubernetes = self.kubernetes_table(raw, server)
         if not clients and kubernetes is None:
             self.refuse(
-                "nobody may read: add [[server.clients]] with tokens, or [server.kubernetes] grants"
+                "nobody may read: add [[server.clients]] with tokens, or [server.kubernetes] "
+                "(or [kubernetes]) grants"
             )
         settings = Settings(
             bind_host=host or "127.0.0.1",
@@ -463,34 +467,49 @@ class _Parser:
             self.refuse("more than one client has no token; keep one anonymous client")
         return found
 
-    def kubernetes(self, value: Any) -> KubernetesSettings | None:
-        table = self.table("server.kubernetes", value)
-        self.unknown("server.kubernetes", table, _KUBE_KEYS)
+    def kubernetes_table(
+        self, raw: Mapping[str, Any], server: Mapping[str, Any]
+    ) -> KubernetesSettings | None:
+        """The grants from ``[server.kubernetes]`` or the top-level ``[kubernetes]``, not both."""
+        if "kubernetes" in raw and "kubernetes" in server:
+            self.refuse(
+                "the Kubernetes grants are set twice, as [kubernetes] and as "
+                "[server.kubernetes]; they are one table under two names, so keep one"
+            )
+            return None
+        if "kubernetes" in raw:
+            return self.kubernetes(raw["kubernetes"], "kubernetes")
+        if "kubernetes" in server:
+            return self.kubernetes(server["kubernetes"], "server.kubernetes")
+        return None
+
+    def kubernetes(self, value: Any, name: str) -> KubernetesSettings | None:
+        """One grants table; ``name`` is the spelling the file used (refusals quote it)."""
+        table = self.table(name, value)
+        self.unknown(name, table, _KUBE_KEYS)
         api_server = table.get("api_server")
         if api_server is None:
             host = self.environ.get("KUBERNETES_SERVICE_HOST")
             port = self.environ.get("KUBERNETES_SERVICE_PORT", "443")
             if not host:
                 self.refuse(
-                    "server.kubernetes needs api_server outside a cluster "
+                    f"{name} needs api_server outside a cluster "
                     "(KUBERNETES_SERVICE_HOST is not set)"
                 )
             api_server = f"https://{host}:{port}" if host else ""
         elif not isinstance(api_server, str) or not api_server.startswith("https://"):
-            self.refuse("server.kubernetes.api_server must be an https:// URL")
-        ca = self.path("server.kubernetes.ca", table.get("ca", IN_CLUSTER_CA))
-        token_path = self.path(
-            "server.kubernetes.token_path", table.get("token_path", IN_CLUSTER_TOKEN)
-        )
+            self.refuse(f"{name}.api_server must be an https:// URL")
+        ca = self.path(f"{name}.ca", table.get("ca", IN_CLUSTER_CA))
+        token_path = self.path(f"{name}.token_path", table.get("token_path", IN_CLUSTER_TOKEN))
         audience = table.get("audience")
         if audience is not None and (not isinstance(audience, str) or not audience):
-            self.refuse("server.kubernetes.audience must be a non-empty string")
+            self.refuse(f"{name}.audience must be a non-empty string")
         grants: dict[str, frozenset[str]] = {}
-        items = self.tables("server.kubernetes.grants", table.get("grants"))
+        items = self.tables(f"{name}.grants", table.get("grants"))
         if not items:
-            self.refuse("[server.kubernetes] has no grants; add [[server.kubernetes.grants]]")
+            self.refuse(f"[{name}] has no grants; add [[{name}.grants]]")
         for index, grant in enumerate(items):
-            where = f"server.kubernetes.grants[{index}]"
+            where = f"{name}.grants[{index}]"
             self.unknown(where, grant, _GRANT_KEYS)
             account = grant.get("service_account")
             namespace, colon, name = str(account).partition(":")
