@@ -42,8 +42,9 @@ IN_CLUSTER_TOKEN: Final = "/var/run/secrets/kubernetes.io/serviceaccount/token" 
 IN_CLUSTER_CA: Final = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"
 
 _SERVER_KEYS: Final = frozenset({
-    "bind", "insecure", "allow_anonymous", "max_stream_connections", "store_interval",
-    "file_poll_seconds", "keepalive_seconds", "sections", "clients", "tls", "kubernetes",
+    "bind", "insecure", "allow_anonymous", "max_stream_connections", "max_streams_per_client",
+    "metrics_token", "store_interval", "file_poll_seconds", "keepalive_seconds", "sections",
+    "clients", "tls", "kubernetes",
 })  # fmt: skip
 _SECTION_KEYS: Final = frozenset(
     {"application", "profile", "files", "env_prefix", "whole_document", "stores"}
@@ -142,6 +143,12 @@ class Settings:
     insecure: bool = False
     allow_anonymous: bool = False
     max_stream_connections: int = 4096
+    max_streams_per_client: int = 1024
+    """Open streams one caller (a client token, a service account) may hold; by default a
+    quarter of ``max_stream_connections``, so one tenant cannot take every slot."""
+    metrics_token: str | None = field(default=None, repr=False)
+    """The bearer ``/metrics`` answers to (its own credential, no tenant's); unset: no
+    metrics are served."""
     store_interval: float = 30.0
     file_poll_seconds: float = 1.0
     keepalive_seconds: float = 15.0
@@ -253,6 +260,19 @@ class _Parser:
         sections = self.sections(server.get("sections"))
         clients = self.clients(server.get("clients"), allow_anonymous, sections)
         kubernetes = self.kubernetes_table(raw, server)
+        metrics_token = self.metrics_token(server.get("metrics_token"), clients)
+        max_streams = int(self.number(
+            "server.max_stream_connections", server.get("max_stream_connections"), 4096, minimum=1
+        ))  # fmt: skip
+        per_client = int(self.number(
+            "server.max_streams_per_client", server.get("max_streams_per_client"),
+            max(1, max_streams // 4), minimum=1,
+        ))  # fmt: skip
+        if per_client > max_streams:
+            self.refuse(
+                f"server.max_streams_per_client {per_client} is above "
+                f"server.max_stream_connections {max_streams}; lower it (a quarter is the default)"
+            )
         if not clients and kubernetes is None:
             self.refuse(
                 "nobody may read: add [[server.clients]] with tokens, or [server.kubernetes] "
@@ -265,9 +285,9 @@ class _Parser:
             clients=tuple(clients),
             insecure=insecure,
             allow_anonymous=allow_anonymous,
-            max_stream_connections=int(self.number(
-                "server.max_stream_connections", server.get("max_stream_connections"), 4096
-            )),
+            max_stream_connections=max_streams,
+            max_streams_per_client=per_client,
+            metrics_token=metrics_token,
             store_interval=self.number(
                 "server.store_interval", server.get("store_interval"), 30.0, minimum=0.1
             ),
@@ -466,6 +486,24 @@ class _Parser:
         if sum(1 for c in found if c.token is None) > 1:
             self.refuse("more than one client has no token; keep one anonymous client")
         return found
+
+    def metrics_token(self, value: Any, clients: list[ClientSettings]) -> str | None:
+        """The ``/metrics`` bearer: long, and no client's token (a tenant must not scrape)."""
+        if value is None:
+            return None
+        if not isinstance(value, str) or len(value.encode()) < MIN_TOKEN_BYTES:
+            self.refuse(
+                f"server.metrics_token is shorter than {MIN_TOKEN_BYTES} bytes; generate one "
+                "with `openssl rand -hex 32`"
+            )
+            return None
+        if any(c.token == value for c in clients):
+            self.refuse(
+                "server.metrics_token is also a client's token; give the scraper its own, so "
+                "no tenant can read every tenant's counters"
+            )
+            return None
+        return value
 
     def kubernetes_table(
         self, raw: Mapping[str, Any], server: Mapping[str, Any]
