@@ -29,6 +29,8 @@ without it.
 
 from __future__ import annotations
 
+import logging
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
@@ -45,6 +47,7 @@ __all__ = [
     "USE_PROXY",
     "HttpPolicy",
     "http_setting_refusals",
+    "note_ignored_proxy",
     "origin_of",
     "redirect_refusal",
     "store_session",
@@ -55,6 +58,16 @@ FOLLOW_REDIRECTS: Final = "follow_redirects"
 USE_PROXY: Final = "use_proxy"
 """The setting that lets a store use the environment's proxy for its endpoint."""
 HTTP_SETTINGS: Final = (FOLLOW_REDIRECTS, USE_PROXY)
+
+PROXY_VARIABLES: Final = (
+    "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "GRPC_PROXY",
+    "http_proxy", "https_proxy", "all_proxy", "grpc_proxy",
+)  # fmt: skip
+"""The environment variables a client library may route through (requests, botocore, gRPC)."""
+
+log = logging.getLogger("dynconf.store")
+_noted: set[str] = set()
+"""Stores already told about ignored proxy variables (one line per store per process)."""
 
 _TRUE: Final = frozenset({"true", "yes", "1", "on"})
 _FALSE: Final = frozenset({"false", "no", "0", "off"})
@@ -123,6 +136,28 @@ def redirect_refusal(status: int, target: str, *, own: str, followable: bool) ->
     return f"answered {status} redirecting to {where}; the request was not sent there: {fix}"
 
 
+def note_ignored_proxy(store: str, environ: Mapping[str, str] | None = None) -> None:
+    """Log, once per store and process, that proxy variables are set but not used.
+
+    A pod on a network that only a proxy leaves would otherwise see a bare "cannot be
+    reached"; the line names the variables (never their values, which may hold a
+    password) and the setting that opts in.
+    """
+    env = os.environ if environ is None else environ
+    present = sorted({name.upper() for name in PROXY_VARIABLES if env.get(name)})
+    if present and store not in _noted:
+        _noted.add(store)
+        log.warning(
+            "store_proxy_ignored",
+            extra={
+                "event": "store_proxy_ignored",
+                "store": store,
+                "variables": ",".join(present),
+                "reason": f"the store connects directly; set {USE_PROXY}=true to use the proxy",
+            },
+        )
+
+
 def store_session(
     policy: HttpPolicy, *, endpoint: str, subject: str, origin: Origin
 ) -> requests.Session:
@@ -154,4 +189,6 @@ def store_session(
     session.trust_env = False
     if policy.use_proxy:
         session.proxies.update(requests.utils.get_environ_proxies(endpoint))
+    else:
+        note_ignored_proxy(subject)
     return session

@@ -6,7 +6,13 @@ import time
 
 import pytest
 
-from dynconf.store_http import HttpPolicy, http_setting_refusals, origin_of, redirect_refusal
+from dynconf.store_http import (
+    HttpPolicy,
+    http_setting_refusals,
+    note_ignored_proxy,
+    origin_of,
+    redirect_refusal,
+)
 from dynconf.stores import WATCH_FLOOR, Pace
 
 
@@ -59,3 +65,17 @@ def test_redirect_refusal_names_the_origin_and_the_setting() -> None:
     other = redirect_refusal(307, "https://b/x?token=s3cret", own="http://a/", followable=True)
     assert "another origin" in other and "s3cret" not in other
     assert origin_of("http://[::1]:8/p") == "http://[::1]:8"
+
+
+def test_ignored_proxy_variables_are_named_once_without_their_values(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    environ = {"https_proxy": "http://user:s3cret@proxy:3128", "NO_PROXY": "x"}
+    with caplog.at_level("WARNING", logger="dynconf.store"):
+        note_ignored_proxy("consul http://c:8500 kv/a.json", environ)
+        note_ignored_proxy("consul http://c:8500 kv/a.json", environ)
+    lines = [r for r in caplog.records if getattr(r, "event", None) == "store_proxy_ignored"]
+    assert len(lines) == 1
+    assert lines[0].variables == "HTTPS_PROXY"  # type: ignore[attr-defined]
+    assert "use_proxy=true" in lines[0].reason  # type: ignore[attr-defined]
+    assert "s3cret" not in caplog.text

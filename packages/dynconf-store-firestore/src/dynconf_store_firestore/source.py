@@ -25,6 +25,7 @@ from typing import Any, Final
 
 from dynconf.errors import AuthError, DynconfError
 from dynconf.sources import SourceSupport
+from dynconf.store_http import note_ignored_proxy
 from dynconf.stores import ABSENT, Absent, Fetched, Pace, WatchCapability
 from dynconf_store_firestore.convert import UnconvertibleField, plain_document, rfc3339
 from dynconf_store_firestore.plugin import Target
@@ -109,6 +110,8 @@ class FirestoreSource(SourceSupport):
             credentials = compute_engine.Credentials()  # type: ignore[no-untyped-call]
         if conn.api_endpoint:
             options = {"api_endpoint": conn.api_endpoint}
+        if not conn.use_proxy:
+            note_ignored_proxy(self.description)
         client_class = firestore.Client if conn.use_proxy else _direct_client_class()
         client = client_class(
             project=conn.target.project,

@@ -29,6 +29,7 @@ from typing import Any, Final
 
 from dynconf.errors import AuthError, DynconfError
 from dynconf.sources import SourceSupport
+from dynconf.store_http import note_ignored_proxy
 from dynconf.stores import (
     ABSENT,
     Absent,
@@ -176,6 +177,8 @@ class S3Source(SourceSupport):
                 extra={"event": "store_tls_skip_verify", "store": self.description},
             )
             verify = False
+        if not settings.use_proxy:
+            note_ignored_proxy(self.description)
         session = botocore.session.get_session()
         # The AWS SDKs read AWS_REGION; botocore reads only AWS_DEFAULT_REGION and profiles.
         region = os.environ.get("AWS_REGION") or session.get_config_variable("region")
