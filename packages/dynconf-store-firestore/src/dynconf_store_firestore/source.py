@@ -104,10 +104,12 @@ class FirestoreSource(SourceSupport):
             from google.oauth2.credentials import Credentials
 
             credentials = Credentials(token=conn.token)  # type: ignore[no-untyped-call]
-        else:
+        elif conn.use_proxy:
             from google.auth import compute_engine
 
             credentials = compute_engine.Credentials()  # type: ignore[no-untyped-call]
+        else:
+            credentials = _direct_metadata_credentials(self.description)
         if conn.api_endpoint:
             options = {"api_endpoint": conn.api_endpoint}
         if not conn.use_proxy:
@@ -300,3 +302,31 @@ def _direct_client_class() -> Any:
             return grpc.insecure_channel(str(self._emulator_host), options=options)
 
     return DirectClient
+
+
+def _direct_metadata_credentials(description: str) -> Any:
+    """Workload Identity credentials whose token requests reach the metadata server directly.
+
+    google-auth refreshes through a requests session that honours ``HTTP_PROXY``; the
+    metadata server answers in plain HTTP, so a proxy named by the pod's environment would
+    read the access token in the answer. Each refresh here goes through the store HTTP
+    policy's session instead (no environment proxy, no redirect).
+    """
+    from google.auth import compute_engine
+    from google.auth.transport.requests import Request
+
+    from dynconf.errors import Origin
+    from dynconf.store_http import HttpPolicy, store_session
+
+    class DirectMetadataCredentials(compute_engine.Credentials):
+        def refresh(self, request: Any) -> None:
+            session = store_session(
+                HttpPolicy(),
+                endpoint="http://metadata.google.internal",
+                subject=description,
+                origin=Origin.remote(description),
+            )
+            with session:
+                super().refresh(Request(session=session))  # type: ignore[no-untyped-call]
+
+    return DirectMetadataCredentials()  # type: ignore[no-untyped-call]
