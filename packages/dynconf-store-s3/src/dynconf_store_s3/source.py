@@ -177,9 +177,10 @@ class S3Source(SourceSupport):
                 extra={"event": "store_tls_skip_verify", "store": self.description},
             )
             verify = False
+        session = botocore.session.get_session()
         if not settings.use_proxy:
             note_ignored_proxy(self.description)
-        session = botocore.session.get_session()
+            _direct_instance_metadata(session)
         # The AWS SDKs read AWS_REGION; botocore reads only AWS_DEFAULT_REGION and profiles.
         region = os.environ.get("AWS_REGION") or session.get_config_variable("region")
         if not region and settings.api_url:
@@ -323,6 +324,26 @@ class S3Source(SourceSupport):
 
     def __repr__(self) -> str:
         return f"S3Source({self.description!r})"
+
+
+def _direct_instance_metadata(session: Any) -> None:
+    """Make the credential chain's IMDS fetcher ignore the proxy variables.
+
+    botocore builds that fetcher with the environment's proxies, and IMDS answers in plain
+    HTTP with the role's keys in the body, so a proxy named by the pod's environment would
+    read them. The fetcher's HTTP session is replaced by one with an empty proxy map (the
+    container-credentials fetcher already uses none; STS for IRSA is HTTPS).
+    """
+    import botocore.credentials
+    import botocore.httpsession
+
+    resolver = session.get_component("credential_provider")
+    for provider in getattr(resolver, "providers", ()):
+        if isinstance(provider, botocore.credentials.InstanceMetadataProvider):
+            fetcher = provider._role_fetcher
+            fetcher._session = botocore.httpsession.URLLib3Session(
+                timeout=fetcher._timeout, proxies={}
+            )
 
 
 def _no_region_redirect(context: dict[str, Any], **_kwargs: Any) -> None:
