@@ -1,1 +1,6 @@
-pytest_plugins = ["tests.fixtures.servers", "tests.fixtures.kube", "tests.fixtures.otlp"]
+pytest_plugins = [
+    "tests.fixtures.servers",
+    "tests.fixtures.kube",
+    "tests.fixtures.otlp",
+    "tests.fixtures.hostile",
+]

@@ -27,6 +27,7 @@ from dynconf_store_configserver.server.settings import Settings, parse_settings
 
 TOKEN = "billing-token-0123456789abcdef0123456789"
 OTHER_TOKEN = "shop-token-0123456789abcdef0123456789abcd"
+METRICS_TOKEN = "metrics-scraper-token-0123456789abcdef01"
 
 
 def free_port() -> int:
@@ -114,6 +115,7 @@ def base_settings(config_dir: ConfigDir, **server: Any) -> dict[str, Any]:
         "store_interval": 0.5,
         "file_poll_seconds": 0.1,
         "keepalive_seconds": 1.0,
+        "metrics_token": METRICS_TOKEN,
         "sections": [
             {"application": "billing", "profile": "prod", "files": ["billing.toml"],
              "env_prefix": "CSTEST_"},

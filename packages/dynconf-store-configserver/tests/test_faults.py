@@ -9,7 +9,7 @@ import pytest
 
 from dynconf.errors import RemoteError
 
-from .conftest import TOKEN, base_settings, client_source, get
+from .conftest import METRICS_TOKEN, TOKEN, base_settings, client_source, get
 from .test_client import Watch
 
 pytestmark = [pytest.mark.configserver, pytest.mark.slow]
@@ -75,7 +75,7 @@ def test_section_with_a_store_down_keeps_serving_the_last_good_document_as_stale
     assert status == 200
     assert json.loads(body)["config"] == good  # the last good document, still served
     assert json.loads(get(f"{edge.url}/readyz", token=None)[2])["stale_sections"] == 1
-    metrics = get(f"{edge.url}/metrics")[2].decode()
+    metrics = get(f"{edge.url}/metrics", token=METRICS_TOKEN)[2].decode()
     assert 'dynconf_server_section_stale{application="edge",profile="prod"} 1.0' in metrics
     upstream.start()
     deadline = time.monotonic() + 15

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import time
 
 import pytest
 
-from .conftest import OTHER_TOKEN, TOKEN, base_settings, get
+from .conftest import METRICS_TOKEN, OTHER_TOKEN, TOKEN, base_settings, get
 
 pytestmark = pytest.mark.configserver
 
@@ -111,15 +112,21 @@ def test_one_audit_line_per_request_without_values(billing, caplog):
     assert "db.prod" not in text and TOKEN not in text
 
 
-def test_metrics_need_a_credential_and_show_only_readable_sections(billing):
+def test_metrics_answer_only_their_own_credential(billing):
     assert get(f"{billing.url}/metrics", token=None)[0] == 401
-    status, headers, body = get(f"{billing.url}/metrics")
+    tenant = get(f"{billing.url}/metrics")
+    assert tenant[0] == 404 and tenant[2] == get(f"{billing.url}/nowhere")[2]
+    status, headers, body = get(f"{billing.url}/metrics", token=METRICS_TOKEN)
     assert status == 200
     assert headers["content-type"].startswith("text/plain; version=0.0.4")
     text = body.decode()
     assert 'dynconf_server_section_generation{application="billing",profile="prod"} 1.0' in text
-    assert 'application="shop"' not in text
+    assert 'dynconf_server_section_generation{application="shop",profile="prod"}' in text
     assert "dynconf_server_requests_total" in text
+
+
+def test_metrics_token_reads_no_section(billing):
+    assert get(f"{billing.url}/billing/prod", token=METRICS_TOKEN)[0] == 401
 
 
 def test_probes_need_no_credential(billing):
@@ -176,3 +183,31 @@ def test_stream_ceiling_answers_503(serve, config_dir):
         status, answer_headers, _ = get(f"{server.url}/billing/prod/stream")
         assert status == 503
         assert answer_headers["retry-after"] == "5"
+
+
+def test_one_client_cannot_hold_every_stream(serve, config_dir):
+    import requests
+
+    settings = base_settings(config_dir, max_stream_connections=4, max_streams_per_client=2)
+    server = serve(settings, base=config_dir.root)
+    deadline = time.monotonic() + 10
+    while get(f"{server.url}/billing/prod")[0] != 200:
+        assert time.monotonic() < deadline, "the section never loaded"
+        time.sleep(0.02)
+    with contextlib.ExitStack() as held:
+        for _ in range(2):
+            stream = held.enter_context(requests.get(
+                f"{server.url}/billing/prod/stream", stream=True, timeout=10,
+                headers={"Authorization": f"Bearer {TOKEN}"},
+            ))  # fmt: skip
+            assert stream.status_code == 200
+            lines = stream.iter_lines(chunk_size=1)
+            held.callback(lines.close)
+            next(lines)  # open: the server counts it
+        status, answer_headers, _ = get(f"{server.url}/billing/prod/stream")
+        assert (status, answer_headers["retry-after"]) == (503, "5")
+        other = held.enter_context(requests.get(
+            f"{server.url}/shop/prod/stream", stream=True, timeout=10,
+            headers={"Authorization": f"Bearer {OTHER_TOKEN}"},
+        ))  # fmt: skip
+        assert other.status_code == 200  # another tenant still gets a slot

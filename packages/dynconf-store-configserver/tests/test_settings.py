@@ -27,6 +27,11 @@ def test_good_file_loads(config_dir):
     assert settings.sections[0].files == (config_dir.root / "billing.toml",)
 
 
+def test_per_client_stream_ceiling_defaults_to_a_quarter(config_dir):
+    raw = base_settings(config_dir, max_stream_connections=400)
+    assert parse_settings(raw, base=config_dir.root).max_streams_per_client == 100
+
+
 @pytest.mark.parametrize(
     ("change", "fix"),
     [
@@ -59,6 +64,15 @@ def test_good_file_loads(config_dir):
         (lambda s: s["server"]["clients"][1].update(token=TOKEN), "reuses another client's token"),
         (lambda s: s["server"]["clients"][0].pop("token"), "set server.allow_anonymous"),
         (lambda s: s["server"].update(sections=[]), "there are no [[server.sections]]"),
+        (lambda s: s["server"].update(metrics_token="short"), "metrics_token is shorter"),
+        (
+            lambda s: s["server"].update(metrics_token=TOKEN),
+            "metrics_token is also a client's token",
+        ),
+        (
+            lambda s: s["server"].update(max_stream_connections=8, max_streams_per_client=9),
+            "max_streams_per_client 9 is above",
+        ),
         (lambda s: s["server"].update(clients=[]), "nobody may read"),
         (
             lambda s: s["server"]["sections"][0].update(stores=[{"source": "nine"}]),
@@ -147,3 +161,36 @@ applications = ["billing"]
     )
     settings = load_settings(config_dir.root / "server.toml")
     assert settings.sections[0].files[0] == config_dir.root / "billing.toml"
+
+
+BOOK_SERVER_TOML = Path(__file__).parent / "cases" / "book-server.toml"
+
+
+def test_book_server_toml_with_top_level_kubernetes_loads(config_dir):
+    book = config_dir.write("server.toml", BOOK_SERVER_TOML.read_text(encoding="utf-8"))
+    settings = load_settings(book)
+    assert settings.kubernetes is not None
+    assert settings.kubernetes.grants == {"shop:shop": frozenset({"shop"})}
+    assert [c.name for c in settings.clients] == ["billing-pods"]
+
+
+def test_kubernetes_under_both_names_is_refused(config_dir):
+    text = BOOK_SERVER_TOML.read_text(encoding="utf-8")
+    text = (
+        text.replace("[kubernetes]", "[server.kubernetes]").replace(
+            "[[kubernetes.grants]]", "[[server.kubernetes.grants]]"
+        )
+        + '\n[kubernetes]\napi_server = "https://k:6443"\n'
+    )
+    with pytest.raises(SettingsError) as caught:
+        load_settings(config_dir.write("server.toml", text))
+    assert any("[kubernetes] and as [server.kubernetes]" in r for r in caught.value.reasons)
+
+
+def test_top_level_kubernetes_refusals_name_its_own_spelling(config_dir):
+    text = BOOK_SERVER_TOML.read_text(encoding="utf-8").replace(
+        'service_account = "shop:shop"', 'service_account = "nocolon"'
+    )
+    with pytest.raises(SettingsError) as caught:
+        load_settings(config_dir.write("server.toml", text))
+    assert any(r.startswith("kubernetes.grants[0].service_account") for r in caught.value.reasons)

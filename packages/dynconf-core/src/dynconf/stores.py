@@ -24,6 +24,7 @@ from __future__ import annotations
 import inspect
 import os
 import random
+import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
@@ -32,9 +33,11 @@ from typing import Final, Protocol, runtime_checkable
 
 from dynconf.errors import AuthError, BackendError, DynconfError, Origin, RemoteError
 from dynconf.sources import SourceSupport, report_failure, report_watching
+from dynconf.store_http import http_setting_refusals
 
 __all__ = [
     "ABSENT",
+    "WATCH_FLOOR",
     "Absent",
     "AsyncRemoteSource",
     "AuthMethod",
@@ -347,21 +350,34 @@ def redact_url_list(urls: str, *, lone_is_username: bool = False) -> str:
     )
 
 
+WATCH_FLOOR: Final = 0.5
+"""Fewest seconds between the starts of two requests of one watch (at most 2 a second).
+
+A store that answers at once when it should hold the request (a Consul blocking query whose
+index did not move, a listener that closes as soon as it opens) or an interval set near zero
+must not turn a watch into a request storm against it.
+"""
+
+
 @dataclass
 class Pace:
     """Backoff for retries: the interval while healthy, doubling per failure up to 300 s.
 
     Every wait is spread by up to ±25 % so a fleet does not retry in step. A success
-    resets the streak.
+    resets the streak. No wait is shorter than ``floor`` (:data:`WATCH_FLOOR`), and a loop
+    that sends its next request without waiting (a blocking query, a stream re-opened at
+    once) asks :meth:`until_next` first, so every watch keeps its requests ``floor`` apart.
     """
 
     interval: float
     ceiling: float = 300.0
     spread: float = 0.25
     failures: int = 0
+    floor: float = WATCH_FLOOR
     _random: random.Random = field(
         default_factory=lambda: random.Random(os.getpid())  # noqa: S311 - jitter, not crypto
     )
+    _last_start: float | None = field(default=None, repr=False)
 
     def succeeded(self) -> None:
         self.failures = 0
@@ -370,13 +386,30 @@ class Pace:
         self.failures += 1
 
     def base(self) -> float:
-        if self.failures == 0:
-            return min(self.interval, self.ceiling)
-        return min(self.interval * float(2 ** min(self.failures, 16)), self.ceiling)
+        grown = (
+            self.interval * float(2 ** min(self.failures, 16)) if self.failures else self.interval
+        )
+        return max(self.floor, min(grown, self.ceiling))
 
     def next_wait(self) -> float:
         base = self.base()
-        return max(0.0, base * (1 + self._random.uniform(-self.spread, self.spread)))
+        return max(self.floor, base * (1 + self._random.uniform(-self.spread, self.spread)))
+
+    def steady(self) -> float:
+        """The healthy wait without jitter (a poller that keeps a flat period): never under
+        the floor."""
+        return max(self.floor, self.interval)
+
+    def until_next(self) -> float:
+        """Seconds to wait so the coming request starts ``floor`` after the previous one.
+
+        Books the coming request's start, so a loop calls it once per request, right before
+        sending; the first call answers 0.
+        """
+        now = time.monotonic()
+        start = now if self._last_start is None else max(now, self._last_start + self.floor)
+        self._last_start = start
+        return start - now
 
 
 def is_async_source(source: RemoteSource | AsyncRemoteSource) -> bool:
@@ -457,6 +490,7 @@ class StoreTypeBase:
                         f"{self.name} auth {method.name} needs {_NEED_SPELLING.get(need, need)}"
                     )
         refusals.extend(spec.tls.problems())
+        refusals.extend(http_setting_refusals(self.name, spec.extra))
         refusals.extend(self.store_refusals(spec))
         return refusals
 

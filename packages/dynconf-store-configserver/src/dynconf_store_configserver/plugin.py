@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Final
 from urllib.parse import urlsplit
 
 from dynconf.plugins import hookimpl
+from dynconf.store_http import HTTP_SETTINGS, HttpPolicy
 from dynconf.stores import (
     AuthMethod,
     StoreSpec,
@@ -121,8 +122,9 @@ class ConfigServerStoreType(StoreTypeBase):
         if spec.password:
             refusals.append("config-server takes no password; remove DYNAMIC_CONFIG_AGENT_PASSWORD")
         refusals.extend(
-            f"{name} is not a config-server setting; config-server takes no settings"
+            f"{name} is not a config-server setting; use one of: {', '.join(HTTP_SETTINGS)}"
             for name in sorted(spec.extra)
+            if name not in HTTP_SETTINGS
         )
         if spec.timeout is not None and spec.timeout <= 0:
             refusals.append("--timeout must be a positive number of seconds for config-server")
@@ -156,6 +158,7 @@ class ConfigServerStoreType(StoreTypeBase):
             spec.tls,
             description=description,
             timeout=spec.timeout or DEFAULT_TIMEOUT,
+            policy=HttpPolicy.from_settings(spec.extra),
         )
 
 

@@ -26,6 +26,7 @@ from typing import Any, Final
 
 from dynconf.errors import AuthError, DynconfError, Origin
 from dynconf.sources import SourceSupport
+from dynconf.store_http import HttpPolicy, store_session
 from dynconf.stores import ABSENT, Absent, Fetched, Pace, TlsSettings, WatchCapability
 
 __all__ = [
@@ -113,7 +114,10 @@ class ConfigServerSource(SourceSupport):
         description: str,
         timeout: float = DEFAULT_TIMEOUT,
         on_failure: Callable[[DynconfError], None] | None = None,
+        policy: HttpPolicy | None = None,
     ) -> None:
+        self._url = url
+        self._policy = policy or HttpPolicy()
         self._document_url = f"{url}/{application}/{profile}"
         self._bearer = bearer
         self._tls = tls
@@ -134,15 +138,19 @@ class ConfigServerSource(SourceSupport):
             return self._session
 
     def _build_session(self) -> Any:
-        import requests
-
         tls = self._tls
         for label, path in (("--ca", tls.ca_file), ("--tls-cert", tls.cert_file),
                             ("--tls-key", tls.key_file)):  # fmt: skip
             if path and not Path(path).is_file():
                 raise self.remote_error(f"has no readable {label} file at {path}; mount it")
-        session = requests.Session()
-        session.trust_env = False  # proxies and netrc from the environment never apply
+        # The bearer reaches this server only: no environment proxy or netrc, and no
+        # redirect to another origin (refused with the setting that opts in).
+        session = store_session(
+            self._policy,
+            endpoint=self._url,
+            subject=self.description,
+            origin=Origin.remote(self.description),
+        )
         if tls.ca_file:
             session.verify = tls.ca_file
         elif tls.skip_verify:
@@ -174,7 +182,7 @@ class ConfigServerSource(SourceSupport):
                 headers=headers,
                 stream=stream,
                 timeout=(self._timeout, read_timeout),
-                allow_redirects=False,
+                allow_redirects=self._policy.follow_redirects,
             )
         except requests.exceptions.SSLError:
             raise self.remote_error(

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Final
 
 from dynconf.plugins import hookimpl
+from dynconf.store_http import HTTP_SETTINGS, HttpPolicy
 from dynconf.stores import (
     AuthMethod,
     StoreSpec,
@@ -45,7 +46,7 @@ AUTH_METHODS: Final[Mapping[str, AuthMethod]] = {
 }
 
 FORMATS: Final = ("json", "toml", "yaml", "ini", "properties", "env")
-SETTINGS: Final = ("datacenter", "format", "wait")
+SETTINGS: Final = ("datacenter", "format", "wait", *HTTP_SETTINGS)
 """The ``extra`` keys a consul spec accepts."""
 
 _DURATION: Final = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m)?$")
@@ -210,6 +211,7 @@ class ConsulStoreType(StoreTypeBase):
             spec.tls,
             timeout=spec.timeout or DEFAULT_TIMEOUT,
             describe=description,
+            policy=HttpPolicy.from_settings(spec.extra),
         )
         wait = spec.extra.get("wait")
         return ConsulSource(

@@ -10,7 +10,9 @@ the index and is not delivered; afterwards a new text (or ABSENT once) is yielde
 identical rewrite (Consul bumps the index on a no-op write) is not. An index that goes
 backwards (a restored snapshot, a rebuilt cluster) resets it to 0 so the next query answers
 at once. A failed query is reported and retried after a fixed 5 s, as the reference store
-does; a refused credential is raised after the one re-login a login method allows.
+does; a refused credential is raised after the one re-login a login method allows. Queries
+start at least :data:`~dynconf.stores.WATCH_FLOOR` apart, so an agent that answers a blocking
+query at once with an unmoved index is asked at most twice a second, not hundreds of times.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from typing import Final
 
 from dynconf.errors import AuthError, DynconfError
 from dynconf.sources import SourceSupport
-from dynconf.stores import ABSENT, Absent, Fetched, WatchCapability
+from dynconf.stores import ABSENT, Absent, Fetched, Pace, WatchCapability
 from dynconf_store_consul.auth import Credential
 from dynconf_store_consul.transport import Reply, Transport
 
@@ -95,7 +97,10 @@ class ConsulSource(SourceSupport):
         """
         index: int | None = None
         last: Fetched | Absent | None = None
+        pace = Pace(self._retry_wait)
         while not stop():
+            if self.pause(pace.until_next(), stop):
+                return
             try:
                 answer, new_index = self._read(index)
             except AuthError:

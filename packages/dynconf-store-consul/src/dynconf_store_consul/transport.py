@@ -22,6 +22,7 @@ from typing import Any, Final
 from urllib.parse import urlsplit
 
 from dynconf.errors import Origin, RemoteError
+from dynconf.store_http import HttpPolicy, store_session
 from dynconf.stores import TlsSettings, redact_url
 
 __all__ = ["DEFAULT_TIMEOUT", "Endpoint", "Reply", "Transport", "parse_endpoint"]
@@ -139,6 +140,7 @@ class Transport:
         *,
         timeout: float,
         describe: str,
+        policy: HttpPolicy | None = None,
     ) -> None:
         import consul
 
@@ -156,6 +158,14 @@ class Transport:
         # py-consul lets CONSUL_HTTP_TOKEN override the token it is given; every request
         # here names its token explicitly, and the client's own default is cleared.
         client.token = None
+        # The token header must reach this agent only: no environment proxy, no redirect
+        # elsewhere (requests would re-send X-Consul-Token to any Location).
+        client.http.session = store_session(
+            policy or HttpPolicy(),
+            endpoint=str(endpoint),
+            subject=describe,
+            origin=Origin.remote(describe),
+        )
         if tls.server_name:
             client.http.session.mount("https://", _server_name_adapter(tls.server_name))
         self._http: Any = client.http

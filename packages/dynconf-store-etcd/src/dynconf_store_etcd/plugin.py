@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Final
 
 from dynconf.plugins import hookimpl
+from dynconf.store_http import HttpPolicy
 from dynconf.stores import (
     AuthMethod,
     StoreSpec,
@@ -66,6 +67,7 @@ class EtcdStoreType(StoreTypeBase):
             password=spec.password,
             tls=spec.tls,
             timeout=spec.timeout,
+            policy=HttpPolicy.from_settings(spec.extra),
         )
 
 

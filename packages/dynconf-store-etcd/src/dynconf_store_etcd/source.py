@@ -21,8 +21,9 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Final
 
-from dynconf.errors import AuthError, DynconfError, RemoteError
+from dynconf.errors import AuthError, DynconfError, Origin, RemoteError
 from dynconf.sources import SourceSupport
+from dynconf.store_http import HttpPolicy, store_session
 from dynconf.stores import ABSENT, Absent, Fetched, Pace, TlsSettings, WatchCapability
 from dynconf_store_etcd.endpoint import Endpoint
 from dynconf_store_etcd.stream import STOP_SLICE, StreamEnded, StreamItem, WatchStream
@@ -72,8 +73,10 @@ class EtcdSource(SourceSupport):
         password: str | None = None,
         tls: TlsSettings | None = None,
         timeout: float | None = None,
+        policy: HttpPolicy | None = None,
     ) -> None:
         self._endpoint = endpoint
+        self._policy = policy or HttpPolicy()
         self._key = key
         self._format = format_name
         self.description = described
@@ -331,15 +334,27 @@ class EtcdSource(SourceSupport):
         """A fresh etcd3gw client; the trust files are read by its first connection."""
         import etcd3gw
 
+        # The password (in the login body) and the token header reach this endpoint only:
+        # no environment proxy, and no redirect elsewhere (requests re-POSTs the body to a
+        # 307/308 Location).
+        host = f"[{self._endpoint.host}]" if ":" in self._endpoint.host else self._endpoint.host
+        session = store_session(
+            self._policy,
+            endpoint=f"{self._endpoint.scheme}://{host}:{self._endpoint.port}",
+            subject=self.error_subject,
+            origin=Origin.remote(self.description),
+        )
+        if self._tls.ca_file:
+            session.verify = self._tls.ca_file
+        if self._tls.cert_file and self._tls.key_file:
+            session.cert = (self._tls.cert_file, self._tls.key_file)
         client = etcd3gw.client(
             host=self._endpoint.host,
             port=self._endpoint.port,
             protocol=self._endpoint.scheme,
-            ca_cert=self._tls.ca_file,
-            cert_cert=self._tls.cert_file,
-            cert_key=self._tls.key_file,
             timeout=self._timeout,
             api_path="/v3/",
+            session=session,
         )
         if self._tls.skip_verify:
             log.warning(
@@ -347,8 +362,6 @@ class EtcdSource(SourceSupport):
                 extra={"event": "tls_skip_verify", "store": "etcd", "source": self.description},
             )
             client.session.verify = False
-        # requests lets REQUESTS_CA_BUNDLE override a session's ``verify``; every call passes
-        # it explicitly so the private CA named in the spec is the one used.
         if self._tls.server_name:
             client.session.mount("https://", _server_name_adapter(self._tls.server_name))
         return client

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from dynconf.plugins import hookimpl
+from dynconf.store_http import USE_PROXY, HttpPolicy
 from dynconf.stores import AuthMethod, StoreSpec, StoreType, StoreTypeBase, WatchCapability
 
 if TYPE_CHECKING:
@@ -160,8 +161,9 @@ class FirestoreStoreType(StoreTypeBase):
                 "gRPC, and the emulator speaks plain HTTP/2); remove them"
             )
         refusals.extend(
-            f"{name} is not a firestore setting; firestore takes no settings"
+            f"{name} is not a firestore setting; use {USE_PROXY} (gRPC follows no redirects)"
             for name in sorted(spec.extra)
+            if name != USE_PROXY
         )
         if spec.timeout is not None and spec.timeout <= 0:
             refusals.append("--timeout must be a positive number of seconds for firestore")
@@ -191,6 +193,7 @@ class FirestoreStoreType(StoreTypeBase):
             emulator=emulator,
             api_endpoint=endpoint,
             token=spec.token if method == "access-token" else None,
+            use_proxy=HttpPolicy.from_settings(spec.extra).use_proxy,
         )
         return FirestoreSource(
             connection, description=description, timeout=spec.timeout or DEFAULT_TIMEOUT

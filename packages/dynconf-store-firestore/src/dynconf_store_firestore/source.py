@@ -25,6 +25,7 @@ from typing import Any, Final
 
 from dynconf.errors import AuthError, DynconfError
 from dynconf.sources import SourceSupport
+from dynconf.store_http import note_ignored_proxy
 from dynconf.stores import ABSENT, Absent, Fetched, Pace, WatchCapability
 from dynconf_store_firestore.convert import UnconvertibleField, plain_document, rfc3339
 from dynconf_store_firestore.plugin import Target
@@ -53,6 +54,8 @@ class Connection:
     emulator: str | None = None
     api_endpoint: str | None = None
     token: str | None = field(default=None, repr=False)
+    use_proxy: bool = False
+    """Let gRPC use ``grpc_proxy`` / ``https_proxy`` / ``http_proxy`` (``use_proxy=true``)."""
 
 
 class FirestoreSource(SourceSupport):
@@ -101,13 +104,18 @@ class FirestoreSource(SourceSupport):
             from google.oauth2.credentials import Credentials
 
             credentials = Credentials(token=conn.token)  # type: ignore[no-untyped-call]
-        else:
+        elif conn.use_proxy:
             from google.auth import compute_engine
 
             credentials = compute_engine.Credentials()  # type: ignore[no-untyped-call]
+        else:
+            credentials = _direct_metadata_credentials(self.description)
         if conn.api_endpoint:
             options = {"api_endpoint": conn.api_endpoint}
-        client = firestore.Client(
+        if not conn.use_proxy:
+            note_ignored_proxy(self.description)
+        client_class = firestore.Client if conn.use_proxy else _direct_client_class()
+        client = client_class(
             project=conn.target.project,
             database=conn.target.database,
             credentials=credentials,
@@ -258,3 +266,67 @@ def _same(left: Fetched | Absent, right: Fetched | Absent) -> bool:
     if isinstance(left, Absent) or isinstance(right, Absent):
         return left is right
     return left.text == right.text
+
+
+_NO_PROXY: Final = ("grpc.enable_http_proxy", 0)
+
+
+def _direct_client_class() -> Any:
+    """A Firestore client whose gRPC channel ignores the environment's proxy variables.
+
+    gRPC reads ``grpc_proxy``, ``https_proxy`` and ``http_proxy`` for every channel; the
+    token rides inside TLS through such a tunnel, but a pod's environment still decides
+    where the connection goes. The library builds its channel with fixed options, so this
+    subclass adds ``grpc.enable_http_proxy=0`` where it does: the transport's
+    ``create_channel`` (the API) and the emulator's plain channel.
+    """
+    import grpc
+    from google.cloud import firestore
+    from google.cloud.firestore_v1 import base_client
+
+    class DirectClient(firestore.Client):
+        def _firestore_api_helper(self, transport: Any, client_class: Any, module: Any) -> Any:
+            class DirectTransport(transport):  # type: ignore[misc]
+                @classmethod
+                def create_channel(cls, *args: Any, options: Any = (), **kwargs: Any) -> Any:
+                    return super().create_channel(*args, options=[*options, _NO_PROXY], **kwargs)
+
+            return super()._firestore_api_helper(DirectTransport, client_class, module)
+
+        def _emulator_channel(self, transport: Any) -> Any:
+            options = [
+                ("Authorization", "Bearer owner"),  # the library's fixed emulator bearer
+                *base_client._GRPC_MSG_SIZE_OPTIONS,
+                _NO_PROXY,
+            ]
+            return grpc.insecure_channel(str(self._emulator_host), options=options)
+
+    return DirectClient
+
+
+def _direct_metadata_credentials(description: str) -> Any:
+    """Workload Identity credentials whose token requests reach the metadata server directly.
+
+    google-auth refreshes through a requests session that honours ``HTTP_PROXY``; the
+    metadata server answers in plain HTTP, so a proxy named by the pod's environment would
+    read the access token in the answer. Each refresh here goes through the store HTTP
+    policy's session instead (no environment proxy, no redirect).
+    """
+    from google.auth import compute_engine
+    from google.auth.transport.requests import Request
+
+    from dynconf.errors import Origin
+    from dynconf.store_http import HttpPolicy, store_session
+
+    class DirectMetadataCredentials(compute_engine.Credentials):
+        def refresh(self, request: Any) -> None:
+            session = store_session(
+                HttpPolicy(),
+                endpoint="http://metadata.google.internal",
+                subject=description,
+                origin=Origin.remote(description),
+            )
+            with session:
+                super().refresh(Request(session=session))  # type: ignore[no-untyped-call]
+
+    return DirectMetadataCredentials()  # type: ignore[no-untyped-call]

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Final
 from urllib.parse import urlsplit
 
 from dynconf.plugins import hookimpl
+from dynconf.store_http import USE_PROXY, HttpPolicy
 from dynconf.stores import (
     AuthMethod,
     StoreSpec,
@@ -28,8 +29,9 @@ if TYPE_CHECKING:
 __all__ = ["PLACEHOLDER_REGION", "S3_STORE", "S3StoreType", "dynconf_stores"]
 
 FORMATS: Final = ("json", "toml", "yaml", "ini", "properties", "env")
-SETTINGS: Final = ("format",)
-"""The ``extra`` keys an s3 spec accepts."""
+SETTINGS: Final = ("format", USE_PROXY)
+"""The ``extra`` keys an s3 spec accepts (botocore never follows a ``Location``, so there is
+no ``follow_redirects``)."""
 PLACEHOLDER_REGION: Final = "us-east-1"
 """The region signed with for ``--api-url`` when none is configured; MinIO/Ceph/R2 ignore it."""
 
@@ -192,6 +194,7 @@ class S3StoreType(StoreTypeBase):
             tls=spec.tls,
             timeout=spec.timeout or DEFAULT_TIMEOUT,
             description=description,
+            use_proxy=HttpPolicy.from_settings(spec.extra).use_proxy,
         )
         return S3Source(settings)
 

@@ -29,6 +29,7 @@ from typing import Any, Final
 
 from dynconf.errors import AuthError, DynconfError
 from dynconf.sources import SourceSupport
+from dynconf.store_http import note_ignored_proxy
 from dynconf.stores import (
     ABSENT,
     Absent,
@@ -78,6 +79,9 @@ class S3Settings:
     api_url: str | None = None
     tls: TlsSettings = field(default_factory=TlsSettings)
     timeout: float = DEFAULT_TIMEOUT
+    use_proxy: bool = False
+    """Route through the environment's proxy (``use_proxy=true``); off, botocore's own
+    reading of ``HTTPS_PROXY`` / ``HTTP_PROXY`` is replaced by an empty proxy map."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,6 +178,9 @@ class S3Source(SourceSupport):
             )
             verify = False
         session = botocore.session.get_session()
+        if not settings.use_proxy:
+            note_ignored_proxy(self.description)
+            _direct_instance_metadata(session)
         # The AWS SDKs read AWS_REGION; botocore reads only AWS_DEFAULT_REGION and profiles.
         region = os.environ.get("AWS_REGION") or session.get_config_variable("region")
         if not region and settings.api_url:
@@ -184,14 +191,24 @@ class S3Source(SourceSupport):
             read_timeout=settings.timeout,
             retries={"max_attempts": MAX_ATTEMPTS, "mode": "standard"},
             user_agent_extra="dynconf",
+            # Every request is signed with the credential: it goes to the endpoint directly
+            # unless the spec opts in (None lets botocore read the environment's proxies).
+            proxies=None if settings.use_proxy else {},
         )
-        return session.create_client(
+        client = session.create_client(
             "s3",
             region_name=region or None,
             endpoint_url=settings.api_url,
             verify=verify,
             config=config,
         )
+        if settings.api_url:
+            # An S3-compatible server has no regions to chase. botocore's region redirector
+            # would answer its 3xx with a HeadBucket that, redirected again, recurses until
+            # RecursionError; marking every call as already redirected keeps it out, so a
+            # redirect surfaces as the answer it is.
+            client.meta.events.register("before-call.s3", _no_region_redirect)
+        return client
 
     def _head(self, etag: str | None) -> _Head | None:
         """A conditional HEAD: None when the ETag still matches (304), else the new state."""
@@ -297,10 +314,41 @@ class S3Source(SourceSupport):
             return self.remote_error(
                 "refused the request: the clock is skewed; fix the node's time"
             )
+        if 300 <= status < 400:
+            return self.remote_error(
+                f"answered {status} ({code or 'no code'}), a redirect; the s3 store never "
+                "follows one to another address: point --api-url (or the region) at the "
+                "address that serves the bucket"
+            )
         return self.remote_error(f"answered {status} ({code or 'no code'}); retrying")
 
     def __repr__(self) -> str:
         return f"S3Source({self.description!r})"
+
+
+def _direct_instance_metadata(session: Any) -> None:
+    """Make the credential chain's IMDS fetcher ignore the proxy variables.
+
+    botocore builds that fetcher with the environment's proxies, and IMDS answers in plain
+    HTTP with the role's keys in the body, so a proxy named by the pod's environment would
+    read them. The fetcher's HTTP session is replaced by one with an empty proxy map (the
+    container-credentials fetcher already uses none; STS for IRSA is HTTPS).
+    """
+    import botocore.credentials
+    import botocore.httpsession
+
+    resolver = session.get_component("credential_provider")
+    for provider in getattr(resolver, "providers", ()):
+        if isinstance(provider, botocore.credentials.InstanceMetadataProvider):
+            fetcher = provider._role_fetcher
+            fetcher._session = botocore.httpsession.URLLib3Session(
+                timeout=fetcher._timeout, proxies={}
+            )
+
+
+def _no_region_redirect(context: dict[str, Any], **_kwargs: Any) -> None:
+    """Tell botocore's region redirector this call was redirected already (it then stays out)."""
+    context.setdefault("s3_redirect", {})["redirected"] = True
 
 
 class _Answered(Exception):

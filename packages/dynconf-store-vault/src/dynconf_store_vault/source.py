@@ -25,6 +25,7 @@ from urllib.parse import parse_qsl
 
 from dynconf.errors import AuthError, DynconfError, Origin, RemoteError
 from dynconf.sources import SourceSupport
+from dynconf.store_http import HttpPolicy
 from dynconf.stores import (
     ABSENT,
     Absent,
@@ -99,6 +100,7 @@ class VaultSource(SourceSupport):
             namespace=spec.namespace,
             timeout=spec.timeout or DEFAULT_TIMEOUT,
             origin=self._origin,
+            policy=HttpPolicy.from_settings(spec.extra),
         )
         self.keeper = TokenKeeper(
             self._transport, login_for(spec, self._origin), spec.token, self._origin
@@ -349,7 +351,7 @@ class VaultSource(SourceSupport):
             except DynconfError as error:
                 pace.failed()
                 self.report(error)
-            self.pause(pace.next_wait() if pace.failures else interval, stop)
+            self.pause(pace.next_wait() if pace.failures else pace.steady(), stop)
 
     # -- dynamic --------------------------------------------------------------------------
 
@@ -390,6 +392,8 @@ class VaultSource(SourceSupport):
         pace = Pace(interval)
         reissue = False  # set once a renewal failed: the next attempt mints a new credential
         while not stop():
+            if self.pause(pace.until_next(), stop):
+                return
             schedule = self._schedule
             if schedule is None:
                 # prime: the caller fetches first when the starting value matters

@@ -18,6 +18,7 @@ from hvac.adapters import RawAdapter
 from requests.adapters import HTTPAdapter
 
 from dynconf.errors import Origin, RemoteError
+from dynconf.store_http import HttpPolicy, store_session
 from dynconf.stores import TlsSettings
 
 __all__ = ["Answer", "Transport"]
@@ -66,12 +67,19 @@ class Transport:
         namespace: str | None,
         timeout: float,
         origin: Origin,
+        policy: HttpPolicy | None = None,
     ) -> None:
         self.address = address.rstrip("/")
         self.timeout = timeout
         self._origin = origin
-        session = requests.Session()
-        session.trust_env = False  # a proxy variable must not silently reroute the vault
+        # X-Vault-Token reaches this address only: no environment proxy, no redirect to
+        # another origin (hvac asks requests to follow them).
+        session = store_session(
+            policy or HttpPolicy(),
+            endpoint=self.address,
+            subject=f"vault {self.address}",
+            origin=origin,
+        )
         if tls.server_name:
             session.mount("https://", _ServerNameAdapter(tls.server_name))
         verify: bool | str = True

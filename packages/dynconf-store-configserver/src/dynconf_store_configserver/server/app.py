@@ -5,8 +5,14 @@ Routes (GET only; anything else is the one 404):
 * ``/{application}/{profile}`` - ``{application, profile, generation, config}``, with an
   ETag (``If-None-Match`` → 304) and ``Dynconf-Stale: true`` while a store is failing;
 * ``/{application}/{profile}/stream`` - server-sent events of generation numbers;
-* ``/metrics`` - Prometheus text, only the sections the caller may read;
+* ``/metrics`` - Prometheus text for every section, answered only to the scraper's own
+  bearer (``server.metrics_token``); a tenant's credential gets the one 404, so no tenant
+  reads another's counters;
 * ``/healthz``, ``/readyz`` - no credential.
+
+Change streams are capped twice: ``server.max_stream_connections`` for the process and
+``server.max_streams_per_client`` for each caller, so one credential holding every slot
+cannot deny the others (both answer 503 with ``Retry-After: 5``).
 
 A missing or refused credential is 401. Everything else that is not served - a section the
 caller may not read, a section that does not exist, a malformed name, an unknown route or
@@ -21,8 +27,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
+import hmac
 import logging
 import time
+from collections import Counter as Tally
 from collections.abc import AsyncIterator
 from typing import Any, Final
 
@@ -36,7 +45,7 @@ from starlette.routing import Route
 from dynconf.plugins import Registry
 from dynconf.tracing import Span, Tracing
 from dynconf_store_configserver.names import is_name
-from dynconf_store_configserver.server.auth import Authenticator, Principal
+from dynconf_store_configserver.server.auth import Authenticator, Principal, bearer_of
 from dynconf_store_configserver.server.sections import Documents, Section
 from dynconf_store_configserver.server.settings import Settings
 
@@ -71,7 +80,7 @@ class _Metrics:
 
 
 class _SectionCollector:
-    """Per-section series, limited to the sections one caller may read."""
+    """Per-section series of the sections given (every section, for the scraper)."""
 
     def __init__(self, sections: list[Section]) -> None:
         self._sections = sections
@@ -119,6 +128,14 @@ def create_app(settings: Settings, *, registry: Registry | None = None,
     metrics = _Metrics()
     closing = asyncio.Event()
     streams = {"open": 0}
+    per_caller: Tally[str] = Tally()
+    scraper = (
+        hashlib.sha256(settings.metrics_token.encode()).digest()
+        if settings.metrics_token is not None
+        else None
+    )
+    sections_collector = CollectorRegistry()
+    sections_collector.register(_SectionCollector(list(documents.sections.values())))
 
     def record(  # noqa: PLR0917 - one call shape for every audit line
         request: Request, caller: str, endpoint: str, outcome: str, status: int,
@@ -159,16 +176,20 @@ def create_app(settings: Settings, *, registry: Registry | None = None,
             stale = sum(1 for s in documents.sections.values() if s.stale)
             body = f'{{"ready":{"true" if ready else "false"},"stale_sections":{stale}}}'
             return _response(200 if ready else 503, body.encode())
-        principal = await authenticator.authenticate(request.headers.get("authorization"))
+        header = request.headers.get("authorization")
+        if method == "GET" and path == "/metrics" and _is_scraper(header):
+            record(request, "metrics-scraper", "metrics", "served", 200, started)
+            return _metrics_response()
+        principal = await authenticator.authenticate(header)
         if principal is None:
             record(request, "-", "unknown", "unauthenticated", 401, started)
             return _response(401, UNAUTHENTICATED, {"WWW-Authenticate": "Bearer"})
         if method != "GET":
             record(request, principal.name, "unknown", "not-found", 404, started)
             return _not_found()
-        if path == "/metrics":
-            record(request, principal.name, "metrics", "served", 200, started)
-            return _metrics_response(principal)
+        if path == "/metrics":  # a tenant's credential: metrics are the scraper's
+            record(request, principal.name, "metrics", "not-found", 404, started)
+            return _not_found()
         parts = path.strip("/").split("/")
         if len(parts) not in (2, 3) or (len(parts) == 3 and parts[2] != "stream"):
             record(request, principal.name, "unknown", "not-found", 404, started)
@@ -198,30 +219,36 @@ def create_app(settings: Settings, *, registry: Registry | None = None,
         record(request, principal.name, endpoint, "served", 200, started, section, names)
         return _response(200, section.body, headers)
 
-    def _metrics_response(principal: Principal) -> Response:
-        readable = [s for (app, _), s in documents.sections.items()
-                    if app in principal.applications]  # fmt: skip
-        per_caller = CollectorRegistry()
-        per_caller.register(_SectionCollector(readable))
-        body = generate_latest(metrics.registry) + generate_latest(per_caller)
+    def _is_scraper(header: str | None) -> bool:
+        token = bearer_of(header)
+        if scraper is None or token is None:
+            return False
+        return hmac.compare_digest(hashlib.sha256(token.encode()).digest(), scraper)
+
+    def _metrics_response() -> Response:
+        body = generate_latest(metrics.registry) + generate_latest(sections_collector)
         return Response(body, media_type="text/plain; version=0.0.4; charset=utf-8")
 
     def _stream(request: Request, principal: Principal, section: Section, started: float,
                 names: tuple[str, str]) -> Response:  # fmt: skip
         # the span ends when the stream opens (as the latency metric does), not when it closes
-        if streams["open"] >= settings.max_stream_connections:
+        if (
+            streams["open"] >= settings.max_stream_connections
+            or per_caller[principal.name] >= settings.max_streams_per_client
+        ):
             record(request, principal.name, "stream", "unavailable", 503, started, section, names)
             return _response(503, UNAVAILABLE, {"Retry-After": "5"})
         record(request, principal.name, "stream", "subscribed", 200, started, section, names)
         resume = request.headers.get("last-event-id")
         return StreamingResponse(
-            _events(section, resume),
+            _events(section, resume, principal.name),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
 
-    async def _events(section: Section, resume: str | None) -> AsyncIterator[bytes]:
+    async def _events(section: Section, resume: str | None, caller: str) -> AsyncIterator[bytes]:
         streams["open"] += 1
+        per_caller[caller] += 1
         metrics.subscribers.inc()
         try:
             # Opening event: where the section stands, unless the client already has it.
@@ -248,6 +275,9 @@ def create_app(settings: Settings, *, registry: Registry | None = None,
                         yield b": keep-alive\n\n"
         finally:
             streams["open"] -= 1
+            per_caller[caller] -= 1
+            if per_caller[caller] <= 0:
+                del per_caller[caller]
             metrics.subscribers.dec()
 
     @contextlib.asynccontextmanager
@@ -267,6 +297,7 @@ def create_app(settings: Settings, *, registry: Registry | None = None,
     app.state.authenticator = authenticator
     app.state.closing = closing
     app.state.streams = streams
+    app.state.streams_by_caller = per_caller
     return app
 
 

@@ -19,6 +19,8 @@ import time
 from dataclasses import dataclass
 from typing import Final
 
+from dynconf.errors import Origin, RemoteError
+from dynconf.store_http import HttpPolicy, store_session
 from dynconf_store_configserver.server.settings import KubernetesSettings, Settings
 
 __all__ = ["VERDICT_SECONDS", "Authenticator", "Principal", "bearer_of"]
@@ -102,16 +104,25 @@ def _review(kube: KubernetesSettings, token: str) -> tuple[Principal | None, boo
     if kube.audience:
         spec["audiences"] = [kube.audience]
     body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": spec}
+    # Both the server's own token and the caller's (in the body) ride along: no proxy from
+    # the environment, no redirect away from the API server.
+    session = store_session(
+        HttpPolicy(),
+        endpoint=kube.api_server,
+        subject="the Kubernetes API server",
+        origin=Origin.remote(kube.api_server),
+    )
     try:
         own = kube.token_path.read_text(encoding="utf-8").strip()  # re-read: it rotates
-        response = requests.post(
-            f"{kube.api_server}/apis/authentication.k8s.io/v1/tokenreviews",
-            data=json.dumps(body),
-            headers={"Authorization": f"Bearer {own}", "Content-Type": "application/json"},
-            verify=str(kube.ca),
-            timeout=10,
-        )
-    except (OSError, requests.exceptions.RequestException) as exc:
+        with session:
+            response = session.post(
+                f"{kube.api_server}/apis/authentication.k8s.io/v1/tokenreviews",
+                data=json.dumps(body),
+                headers={"Authorization": f"Bearer {own}", "Content-Type": "application/json"},
+                verify=str(kube.ca),
+                timeout=10,
+            )
+    except (OSError, requests.exceptions.RequestException, RemoteError) as exc:
         log.warning("tokenreview failed", extra={"event": "tokenreview_failed",
                                                  "error_type": type(exc).__name__})  # fmt: skip
         return None, False

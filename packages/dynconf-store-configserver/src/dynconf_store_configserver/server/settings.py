@@ -1,6 +1,9 @@
 """The config server's one TOML file, validated whole at start.
 
-Everything lives under ``[server]``. Every refusal names the key and the fix; all of them
+Everything lives under ``[server]``, except that the Kubernetes grants may also be written
+as a top-level ``[kubernetes]`` table (the book's spelling; ``[server.kubernetes]`` is the
+upstream code's): one model under two names, and a file that sets both is refused. Every
+refusal names the key and the fix; all of them
 are collected and reported together (a server that refuses one mistake per restart wastes an
 operator's afternoon). Client tokens are never quoted, only the client's name.
 
@@ -39,8 +42,9 @@ IN_CLUSTER_TOKEN: Final = "/var/run/secrets/kubernetes.io/serviceaccount/token" 
 IN_CLUSTER_CA: Final = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"
 
 _SERVER_KEYS: Final = frozenset({
-    "bind", "insecure", "allow_anonymous", "max_stream_connections", "store_interval",
-    "file_poll_seconds", "keepalive_seconds", "sections", "clients", "tls", "kubernetes",
+    "bind", "insecure", "allow_anonymous", "max_stream_connections", "max_streams_per_client",
+    "metrics_token", "store_interval", "file_poll_seconds", "keepalive_seconds", "sections",
+    "clients", "tls", "kubernetes",
 })  # fmt: skip
 _SECTION_KEYS: Final = frozenset(
     {"application", "profile", "files", "env_prefix", "whole_document", "stores"}
@@ -139,6 +143,12 @@ class Settings:
     insecure: bool = False
     allow_anonymous: bool = False
     max_stream_connections: int = 4096
+    max_streams_per_client: int = 1024
+    """Open streams one caller (a client token, a service account) may hold; by default a
+    quarter of ``max_stream_connections``, so one tenant cannot take every slot."""
+    metrics_token: str | None = field(default=None, repr=False)
+    """The bearer ``/metrics`` answers to (its own credential, no tenant's); unset: no
+    metrics are served."""
     store_interval: float = 30.0
     file_poll_seconds: float = 1.0
     keepalive_seconds: float = 15.0
@@ -231,7 +241,7 @@ class _Parser:
         return float(value)
 
     def run(self, raw: Mapping[str, Any], origin: Origin) -> Settings:
-        for key in sorted(set(raw) - {"server"}):
+        for key in sorted(set(raw) - {"server", "kubernetes"}):
             self.refuse(f"`{key}` is not a setting; every setting lives under [server]")
         server = self.table("server", raw.get("server", {}))
         self.unknown("server", server, _SERVER_KEYS)
@@ -249,10 +259,24 @@ class _Parser:
             self.refuse("server.insecure contradicts [server.tls]; remove one of them")
         sections = self.sections(server.get("sections"))
         clients = self.clients(server.get("clients"), allow_anonymous, sections)
-        kubernetes = self.kubernetes(server["kubernetes"]) if "kubernetes" in server else None
+        kubernetes = self.kubernetes_table(raw, server)
+        metrics_token = self.metrics_token(server.get("metrics_token"), clients)
+        max_streams = int(self.number(
+            "server.max_stream_connections", server.get("max_stream_connections"), 4096, minimum=1
+        ))  # fmt: skip
+        per_client = int(self.number(
+            "server.max_streams_per_client", server.get("max_streams_per_client"),
+            max(1, max_streams // 4), minimum=1,
+        ))  # fmt: skip
+        if per_client > max_streams:
+            self.refuse(
+                f"server.max_streams_per_client {per_client} is above "
+                f"server.max_stream_connections {max_streams}; lower it (a quarter is the default)"
+            )
         if not clients and kubernetes is None:
             self.refuse(
-                "nobody may read: add [[server.clients]] with tokens, or [server.kubernetes] grants"
+                "nobody may read: add [[server.clients]] with tokens, or [server.kubernetes] "
+                "(or [kubernetes]) grants"
             )
         settings = Settings(
             bind_host=host or "127.0.0.1",
@@ -261,9 +285,9 @@ class _Parser:
             clients=tuple(clients),
             insecure=insecure,
             allow_anonymous=allow_anonymous,
-            max_stream_connections=int(self.number(
-                "server.max_stream_connections", server.get("max_stream_connections"), 4096
-            )),
+            max_stream_connections=max_streams,
+            max_streams_per_client=per_client,
+            metrics_token=metrics_token,
             store_interval=self.number(
                 "server.store_interval", server.get("store_interval"), 30.0, minimum=0.1
             ),
@@ -463,34 +487,67 @@ class _Parser:
             self.refuse("more than one client has no token; keep one anonymous client")
         return found
 
-    def kubernetes(self, value: Any) -> KubernetesSettings | None:
-        table = self.table("server.kubernetes", value)
-        self.unknown("server.kubernetes", table, _KUBE_KEYS)
+    def metrics_token(self, value: Any, clients: list[ClientSettings]) -> str | None:
+        """The ``/metrics`` bearer: long, and no client's token (a tenant must not scrape)."""
+        if value is None:
+            return None
+        if not isinstance(value, str) or len(value.encode()) < MIN_TOKEN_BYTES:
+            self.refuse(
+                f"server.metrics_token is shorter than {MIN_TOKEN_BYTES} bytes; generate one "
+                "with `openssl rand -hex 32`"
+            )
+            return None
+        if any(c.token == value for c in clients):
+            self.refuse(
+                "server.metrics_token is also a client's token; give the scraper its own, so "
+                "no tenant can read every tenant's counters"
+            )
+            return None
+        return value
+
+    def kubernetes_table(
+        self, raw: Mapping[str, Any], server: Mapping[str, Any]
+    ) -> KubernetesSettings | None:
+        """The grants from ``[server.kubernetes]`` or the top-level ``[kubernetes]``, not both."""
+        if "kubernetes" in raw and "kubernetes" in server:
+            self.refuse(
+                "the Kubernetes grants are set twice, as [kubernetes] and as "
+                "[server.kubernetes]; they are one table under two names, so keep one"
+            )
+            return None
+        if "kubernetes" in raw:
+            return self.kubernetes(raw["kubernetes"], "kubernetes")
+        if "kubernetes" in server:
+            return self.kubernetes(server["kubernetes"], "server.kubernetes")
+        return None
+
+    def kubernetes(self, value: Any, name: str) -> KubernetesSettings | None:
+        """One grants table; ``name`` is the spelling the file used (refusals quote it)."""
+        table = self.table(name, value)
+        self.unknown(name, table, _KUBE_KEYS)
         api_server = table.get("api_server")
         if api_server is None:
             host = self.environ.get("KUBERNETES_SERVICE_HOST")
             port = self.environ.get("KUBERNETES_SERVICE_PORT", "443")
             if not host:
                 self.refuse(
-                    "server.kubernetes needs api_server outside a cluster "
+                    f"{name} needs api_server outside a cluster "
                     "(KUBERNETES_SERVICE_HOST is not set)"
                 )
             api_server = f"https://{host}:{port}" if host else ""
         elif not isinstance(api_server, str) or not api_server.startswith("https://"):
-            self.refuse("server.kubernetes.api_server must be an https:// URL")
-        ca = self.path("server.kubernetes.ca", table.get("ca", IN_CLUSTER_CA))
-        token_path = self.path(
-            "server.kubernetes.token_path", table.get("token_path", IN_CLUSTER_TOKEN)
-        )
+            self.refuse(f"{name}.api_server must be an https:// URL")
+        ca = self.path(f"{name}.ca", table.get("ca", IN_CLUSTER_CA))
+        token_path = self.path(f"{name}.token_path", table.get("token_path", IN_CLUSTER_TOKEN))
         audience = table.get("audience")
         if audience is not None and (not isinstance(audience, str) or not audience):
-            self.refuse("server.kubernetes.audience must be a non-empty string")
+            self.refuse(f"{name}.audience must be a non-empty string")
         grants: dict[str, frozenset[str]] = {}
-        items = self.tables("server.kubernetes.grants", table.get("grants"))
+        items = self.tables(f"{name}.grants", table.get("grants"))
         if not items:
-            self.refuse("[server.kubernetes] has no grants; add [[server.kubernetes.grants]]")
+            self.refuse(f"[{name}] has no grants; add [[{name}.grants]]")
         for index, grant in enumerate(items):
-            where = f"server.kubernetes.grants[{index}]"
+            where = f"{name}.grants[{index}]"
             self.unknown(where, grant, _GRANT_KEYS)
             account = grant.get("service_account")
             namespace, colon, name = str(account).partition(":")
