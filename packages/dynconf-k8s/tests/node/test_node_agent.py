@@ -466,3 +466,67 @@ def test_node_process_needs_a_node_name(tmp_path: Path) -> None:
     assert process.proc.wait(timeout=20) == 1
     assert process.proc.stderr is not None
     assert "KUBE_NODE_NAME is required" in process.proc.stderr.read()
+
+
+# ---------------------------------------------------------------------------- symlink swaps
+def outside_dir(node: Node) -> tuple[Path, dict[str, str]]:
+    """A directory outside every volume, holding files under the names a volume writes."""
+    outside = node.root / "outside"
+    outside.mkdir()
+    for name in ("app.json", "precious"):
+        (outside / name).write_text(f"not yours: {name}")
+    return outside, {p.name: p.read_text() for p in outside.iterdir()}
+
+
+def swap_subdir(target: Path, outside: Path) -> None:
+    (target / "conf").rename(target / "conf.moved")
+    (target / "conf").symlink_to(outside)
+
+
+def swap_file(target: Path, outside: Path) -> None:
+    (target / "conf" / "app.json").unlink()
+    (target / "conf" / "app.json").symlink_to(outside / "app.json")
+
+
+@pytest.mark.parametrize("swap", [swap_subdir, swap_file], ids=["subdir", "file"])
+def test_a_symlink_swap_before_a_rerender_writes_nothing_outside_the_volume(
+    node: Node, swap: Any
+) -> None:
+    store = document_file(node, {"port": 9000})
+    outside, before = outside_dir(node)
+    agent = node.start()
+    assert agent.client is not None
+    target = node.target()
+    agent.client.publish(target, {"source": "file", "key": str(store), "path": "conf/app.json"})
+    swap(target, outside)
+    store.write_text(json.dumps({"port": 9100}))
+    if swap is swap_subdir:
+        failed = agent.wait_event("render_failed")
+        assert "is a symlink or not a directory" in failed["reason"]
+        assert "\n" not in failed["reason"]
+        assert "9000" in (read(target / "conf.moved" / "app.json") or "")  # last good kept
+    else:
+        wait_for(lambda: "9100" in (read(target / "conf" / "app.json") or ""), what="rerender")
+        assert not (target / "conf" / "app.json").is_symlink()
+    assert {p.name: p.read_text() for p in outside.iterdir()} == before
+    agent.client.unpublish(target)
+    assert {p.name: p.read_text() for p in outside.iterdir()} == before
+    assert agent.proc.poll() is None
+
+
+@pytest.mark.parametrize("swap", [swap_subdir, swap_file], ids=["subdir", "file"])
+def test_a_symlink_swap_before_unpublish_deletes_nothing_outside_the_volume(
+    node: Node, swap: Any
+) -> None:
+    store = document_file(node, {"port": 9000})
+    outside, before = outside_dir(node)
+    agent = node.start()
+    assert agent.client is not None
+    target = node.target()
+    agent.client.publish(target, {"source": "file", "key": str(store), "path": "conf/app.json"})
+    store.write_text(json.dumps({"port": 9100}))
+    wait_for(lambda: "9100" in (read(target / "conf" / "app.json") or ""), what="rerender")
+    swap(target, outside)
+    agent.client.unpublish(target)
+    assert {p.name: p.read_text() for p in outside.iterdir()} == before
+    assert (outside / "app.json").is_file()

@@ -14,11 +14,15 @@ credential or the node agent's.
 
 ``path`` is checked rather than trusted: absolute names and any ``..`` are refused before
 anything touches the disk, because the kubelet owns the directory and a volume that could
-write outside it could write into every other pod's volume on the node.
+write outside it could write into every other pod's volume on the node. The check is by
+name only; the pod can still swap a directory of its volume for a symlink later, which is
+why every write and delete goes through :mod:`dynconf.publish` with the target as its root
+(walked without following a symlink), never through the path.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections.abc import Mapping
@@ -274,7 +278,8 @@ def parse_volume(
     return VolumeSpec(
         target=target_path,
         path=path,
-        request=settings.request,
+        # the target is the trusted root: every write below it walks without a symlink
+        request=dataclasses.replace(settings.request, root=target_path),
         store=store,
         interval=float(watch),
         document=document,

@@ -35,8 +35,9 @@ import anyio
 import anyio.to_thread
 from anyio.abc import TaskGroup
 
-from dynconf.errors import DynconfError, IoError, Origin
+from dynconf.errors import DynconfError, Origin
 from dynconf.pipeline import Prepared, prepare, publish
+from dynconf.publish import read_published, remove_published_file
 from dynconf.stores import Absent, Fetched, Pace, WatchCapability
 from dynconf.tracing import Tracing
 from dynconf_k8s.agent.watching import Delivery, Slot, StoreDriver
@@ -94,15 +95,10 @@ def _write(reader: Reader, answer: Fetched, origin: Origin) -> bool:
     request = reader.volume.request
     prepared: Prepared = prepare(answer, request, origin=origin)
     data = prepared.outputs[request.main.path]
-    if reader.written == data and request.main.path.is_file():
+    if reader.written == data and read_published(request.main.path, root=request.root) == data:
         return False
-    try:
-        request.main.path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise IoError(
-            f"cannot create the directory for {request.main.path.name} ({error.strerror})",
-            origin=Origin.file(str(request.main.path)),
-        ) from None
+    # request.root is the volume's target: the directories ``path`` names are created and
+    # walked from it without following a symlink the pod may have planted since
     publish(prepared, request)
     reader.written = data
     return True
@@ -401,24 +397,14 @@ class Documents:
 def remove_published(volume: VolumeSpec | None, target: Path) -> None:
     """Delete what the node agent wrote inside ``target``, then the target if left empty.
 
-    Only the reader's file (and the hidden scratch files a failed write could leave beside
-    it), the directories the ``path`` created under the target, and the target itself when
-    nothing else is in it: the CSI spec makes the target the plugin's to create and remove,
-    and anything else found there is not ours to touch.
+    Only the reader's file (with its meta, history and the hidden scratch files a failed
+    write could leave beside it), the directories the ``path`` created under the target,
+    and the target itself when nothing else is in it: the CSI spec makes the target the
+    plugin's to create and remove, and anything else found there is not ours to touch.
     """
     if volume is not None:
-        out = volume.out
-        with contextlib.suppress(FileNotFoundError):
-            out.unlink()
-        with contextlib.suppress(OSError):
-            for scratch in out.parent.glob(f".{out.name}.*.tmp"):
-                scratch.unlink()
-        parent = out.parent
-        while parent != target and target in parent.parents:
-            try:
-                parent.rmdir()
-            except OSError:
-                break
-            parent = parent.parent
+        # walked from the target without following a symlink: a directory the pod swapped
+        # for one ends the walk, and nothing outside the volume is deleted
+        remove_published_file(volume.out, root=target)
     with contextlib.suppress(OSError):
         target.rmdir()
