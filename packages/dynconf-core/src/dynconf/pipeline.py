@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dynconf.document import Document, Value, walk_leaves
-from dynconf.errors import BackendError, InvalidError, MissingError, Origin
+from dynconf.errors import BackendError, DynconfError, InvalidError, MissingError, Origin
 from dynconf.formats import parse_text
 from dynconf.publish import (
     MAX_HISTORY,
@@ -147,7 +147,26 @@ def prepare(fetched: Fetched, request: RenderRequest, *, origin: Origin | None =
     name). The schema file, like a template file, is re-read on every call. Raises the
     engine's errors: :class:`InvalidError` for the size ceiling, a schema violation or a
     template error, :class:`ParseError`, :class:`MissingError` for a missing section.
+
+    It raises nothing else: whatever a hostile document provokes below (a ``RecursionError``
+    from nesting, a ``ValueError`` from an integer past Python's digit limit, a
+    ``UnicodeEncodeError`` from a lone surrogate, a ``MemoryError``) becomes one
+    :class:`InvalidError` naming the kind of failure, never the document's text — so every
+    caller that serves other documents treats it as this document's failed render.
     """
+    try:
+        return _prepare(fetched, request, origin)
+    except DynconfError:
+        raise
+    except Exception as error:  # the document's failure, never the process's
+        raise InvalidError(
+            f"the document cannot be rendered ({type(error).__name__}); it is too deep, too "
+            "large or not representable — fix it in the store; the last good file stays",
+            origin=origin,
+        ) from None
+
+
+def _prepare(fetched: Fetched, request: RenderRequest, origin: Origin | None) -> Prepared:
     check_size(fetched.text, request.max_document_bytes)
     document = parse_text(fetched.text, fetched.format, origin or Origin.remote("the store"))
     if request.schema is not None:

@@ -19,12 +19,12 @@ from typing import Any
 import anyio
 import pytest
 
+from dynconf.follow import StoreDriver
 from dynconf.plugins import discover, use_registry
 from dynconf_k8s.agent.flags import parse_args
 from dynconf_k8s.agent.loop import WatchLoop
 from dynconf_k8s.agent.main import store_type
 from dynconf_k8s.agent.metrics import AgentMetrics, AgentState
-from dynconf_k8s.agent.watching import StoreDriver
 from tests.fixtures.relay import Relay
 
 from .conftest import AgentProcess, wait_file

@@ -27,11 +27,11 @@ import grpc
 from google.protobuf.message import Message
 
 from dynconf.errors import DynconfError
+from dynconf.follow import StoreDriver
 from dynconf.plugins import Registry
 from dynconf.stores import StoreType
 from dynconf.tracing import Span, Tracing
 from dynconf_k8s.agent.main import store_type
-from dynconf_k8s.agent.watching import StoreDriver
 from dynconf_k8s.node._generated import csi_pb2 as csi
 from dynconf_k8s.node.attributes import VolumeRefused, VolumeSpec, parse_volume
 from dynconf_k8s.node.records import RecordStore
@@ -216,6 +216,12 @@ class NodeAgent:
             except (VolumeRefused, PublishFailed) as error:
                 log.warning(
                     "volume_not_restored", extra={"target": record.target, "reason": str(error)}
+                )
+                continue
+            except Exception as error:  # one record must not crash-loop the node's restarts
+                log.warning(
+                    "volume_not_restored",
+                    extra={"target": record.target, "reason": type(error).__name__},
                 )
                 continue
             restored += 1
