@@ -413,3 +413,24 @@ def test_a_store_outside_the_plugin_lock_is_refused_by_name(
     ok = agent("--source", "file", "--key", str(world["doc"]), "--out", str(world["out"] / "b.json"),
                env={"DYNCONF_PLUGIN_LOCK": str(lock)})
     assert ok.wait_exit() == 0
+
+
+@pytest.mark.parametrize("name", ["deep", "digits", "surrogate"])
+def test_a_hostile_document_is_one_line_and_the_agent_keeps_watching(
+    agent: Start, world: dict[str, Path], name: str
+) -> None:
+    from tests.fixtures.hostile import HOSTILE
+
+    doc = world["tmp"] / "store" / "app.json"
+    doc.write_text('{"db": {"port": 1}}')
+    out = world["out"] / "app.toml"
+    process = agent("--source", "file", "--key", str(doc), "--out", str(out), "--watch", "1",
+                    "--metrics-addr", "127.0.0.1:0")  # fmt: skip
+    wait_file(out, lambda t: "port = 1" in t)
+    doc.write_text(HOSTILE[name])
+    failed = process.wait_event("render_failed")
+    assert "\n" not in failed["reason"] and "7777" not in failed["reason"]
+    assert "port = 1" in out.read_text()  # the last good file stays
+    doc.write_text('{"db": {"port": 2}}')
+    wait_file(out, lambda t: "port = 2" in t)
+    assert process.proc.poll() is None

@@ -244,6 +244,23 @@ def _code(name: str) -> grpc.StatusCode:
     return getattr(grpc.StatusCode, name, grpc.StatusCode.INTERNAL)
 
 
+MAX_STATUS_CHARS: Final = 1024
+"""Longest refusal put in a gRPC status (its trailer must fit the client's metadata limit)."""
+
+
+def refusal_text(message: str) -> str:
+    """A refusal as the kubelet and the log see it: one line, at most 1 KiB.
+
+    The one place a publish refusal is rendered. The node agent's own sentences carry no
+    attribute value; this bounds what others (the agent's parser, a store's ``validate``)
+    may quote, so a refusal can never grow into a status the client rejects.
+    """
+    line = "".join(" " if not char.isprintable() else char for char in message)
+    if len(line) <= MAX_STATUS_CHARS:
+        return line
+    return line[: MAX_STATUS_CHARS - 1] + "…"
+
+
 class _Services:
     """The handlers, bound to one :class:`NodeAgent`."""
 
@@ -303,11 +320,16 @@ class _Services:
                 dict(request.secrets),
             )
         except PublishFailed as error:
+            reason = refusal_text(error.message)
             log.warning(
                 "publish_refused",
-                extra={"target": request.target_path, "code": error.code, "reason": error.message},
+                extra={
+                    "target": refusal_text(request.target_path),
+                    "code": error.code,
+                    "reason": reason,
+                },
             )
-            await context.abort(_code(error.code), error.message)
+            await context.abort(_code(error.code), reason)
         return csi.NodePublishVolumeResponse()
 
     async def node_unpublish_volume(
