@@ -10,13 +10,16 @@ import argparse
 import logging
 import signal
 import sys
-import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from dynconf.errors import DynconfError
 from dynconf.logs import configure_logging
+
+if TYPE_CHECKING:
+    from dynconf.follow import StoreDriver
+    from dynconf.pipeline import RenderRequest
 
 __all__ = ["main"]
 
@@ -124,11 +127,11 @@ def _cmd_plugins(args: argparse.Namespace) -> int:
 
 
 def _cmd_render(args: argparse.Namespace) -> int:
-    from dynconf.errors import MissingError
-    from dynconf.pipeline import Prepared, RenderRequest, prepare, publish
+    from dynconf.follow import StoreDriver
+    from dynconf.pipeline import RenderRequest
     from dynconf.plugins import default_registry
     from dynconf.render import OutputSpec, TemplateSource
-    from dynconf.stores import Absent, Fetched, RemoteSource, StoreSpec
+    from dynconf.stores import StoreSpec
 
     if args.template and args.template_inline:
         raise SystemExit("dynconf: --template and --template-inline exclude each other; keep one")
@@ -152,16 +155,41 @@ def _cmd_render(args: argparse.Namespace) -> int:
     refusals = store.validate(spec)
     if refusals:
         raise SystemExit("dynconf: " + "; ".join(refusals))
-    source = store.build(spec)
-    if not isinstance(source, RemoteSource):
-        raise SystemExit(f"dynconf: the {args.source} store is async; use dynamic-config-agent")
+    driver = StoreDriver(store.build(spec))
+    import anyio
 
-    def render(answer: Fetched, previous: Prepared | None) -> Prepared:
+    anyio.run(_render_and_follow, driver, request, args.watch)
+    return 0
+
+
+async def _render_and_follow(
+    driver: StoreDriver, request: RenderRequest, interval: float | None
+) -> None:
+    """Render once; with ``--watch``, follow the store and render every change until a signal.
+
+    The follow is :class:`dynconf.follow.Follower`'s, the agent's own: it re-reads a push
+    store every interval and catches a poll store up after its watch primes, so a change made
+    right after the first render is not lost. A document that fails to render is one
+    ``render_failed`` line; the last good file stays and the watch goes on.
+    """
+    import anyio
+    import anyio.to_thread
+
+    from dynconf.errors import MissingError
+    from dynconf.follow import Follower, Slot
+    from dynconf.pipeline import Prepared, prepare, publish
+    from dynconf.stores import Absent, Fetched
+
+    previous: list[Prepared] = []
+
+    def render(answer: Fetched, quiet: bool) -> None:
         prepared = prepare(answer, request)
-        if prepared.unchanged_from(previous):
-            log.info("unchanged", extra={"fingerprint": prepared.fingerprint})
-            return prepared
+        if previous and prepared.unchanged_from(previous[-1]):
+            level = logging.DEBUG if quiet else logging.INFO
+            log.log(level, "unchanged", extra={"fingerprint": prepared.fingerprint})
+            return
         result = publish(prepared, request)
+        previous[:] = [prepared]
         log.info(
             "rendered",
             extra={
@@ -171,33 +199,48 @@ def _cmd_render(args: argparse.Namespace) -> int:
                 "revision": prepared.revision,
             },
         )
-        return prepared
 
-    first = source.fetch()
-    if isinstance(first, Absent):
-        raise MissingError(f"{source.describe()} holds no document; create it, then render")
-    previous = render(first, None)
-    if args.watch is None:
-        source.close()
-        return 0
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
     try:
-        for answer in source.changes(args.watch, stop.is_set):
-            if isinstance(answer, Absent):
-                log.warning("absent", extra={"kept": str(args.out)})
-                continue
-            try:
-                previous = render(answer, previous)
-            except DynconfError as error:
-                log.warning(
-                    "render_failed",
-                    extra={"kind": error.kind.value, "path": error.path, "reason": str(error)},
-                )
+        first = await driver.fetch()
+        if isinstance(first, Absent):
+            raise MissingError(f"{driver.describe()} holds no document; create it, then render")
+        await anyio.to_thread.run_sync(render, first, False)
+        if interval is None:
+            return
+        slot = Slot()
+        follower = Follower(driver, interval, slot, log=log)
+        follower.seen(first)
+        async with anyio.create_task_group() as tg:
+
+            async def stop_on_signal() -> None:
+                with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                    async for _ in signals:
+                        tg.cancel_scope.cancel()
+                        return
+
+            tg.start_soon(stop_on_signal)
+            tg.start_soon(follower.run)
+            while True:
+                delivery = await slot.take()
+                answer = delivery.answer
+                if isinstance(answer, Absent):
+                    log.warning("absent", extra={"kept": str(request.main.path)})
+                    continue
+                try:
+                    await anyio.to_thread.run_sync(render, answer, delivery.kind == "resync")
+                except DynconfError as error:
+                    log.warning(
+                        "render_failed",
+                        extra={"kind": error.kind.value, "path": error.path, "reason": str(error)},
+                    )
+                except Exception as error:  # never the end of the watch: one line, go on
+                    log.warning(
+                        "render_failed",
+                        extra={"kind": "backend", "path": "", "reason": type(error).__name__},
+                    )
     finally:
-        source.close()
-    return 0
+        with anyio.CancelScope(shield=True):
+            await driver.close()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

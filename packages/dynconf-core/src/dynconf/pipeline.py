@@ -17,12 +17,12 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from dynconf.document import Document, Value, walk_leaves
-from dynconf.errors import BackendError, InvalidError, MissingError, Origin
+from dynconf.errors import BackendError, DynconfError, InvalidError, MissingError, Origin
 from dynconf.formats import parse_text
 from dynconf.publish import (
     MAX_HISTORY,
@@ -30,6 +30,7 @@ from dynconf.publish import (
     Published,
     digest,
     publish_file,
+    read_published,
     write_meta,
 )
 from dynconf.render import (
@@ -63,6 +64,9 @@ class RenderRequest:
     The first output is the main one (its fingerprint is the one applications
     acknowledge; its section is what the schema checks). ``history`` keeps replaced
     generations of every output (0 to 10); ``meta`` writes a meta file beside each.
+    ``root`` is the trusted directory every output lies under (a volume whose inside
+    someone else can write): publishing walks from it without following a symlink and
+    creates the directories below it. Without it each output's own directory is its root.
     """
 
     outputs: list[OutputSpec]
@@ -70,6 +74,7 @@ class RenderRequest:
     max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES
     history: int = 0
     meta: bool = False
+    root: Path | None = None
 
     def __post_init__(self) -> None:
         if not self.outputs:
@@ -79,6 +84,13 @@ class RenderRequest:
             raise BackendError(
                 "two outputs name the same file; give each output its own path",
                 origin=Origin.file(str(paths[0])),
+            )
+        if self.root is not None and not all(
+            path != self.root and path.is_relative_to(self.root) for path in paths
+        ):
+            raise BackendError(
+                "every output must lie inside the volume it is published in",
+                origin=Origin.file(str(self.root)),
             )
         if not 0 <= self.history <= MAX_HISTORY:
             raise BackendError(f"--history keeps 0 to {MAX_HISTORY} generations")
@@ -135,7 +147,26 @@ def prepare(fetched: Fetched, request: RenderRequest, *, origin: Origin | None =
     name). The schema file, like a template file, is re-read on every call. Raises the
     engine's errors: :class:`InvalidError` for the size ceiling, a schema violation or a
     template error, :class:`ParseError`, :class:`MissingError` for a missing section.
+
+    It raises nothing else: whatever a hostile document provokes below (a ``RecursionError``
+    from nesting, a ``ValueError`` from an integer past Python's digit limit, a
+    ``UnicodeEncodeError`` from a lone surrogate, a ``MemoryError``) becomes one
+    :class:`InvalidError` naming the kind of failure, never the document's text — so every
+    caller that serves other documents treats it as this document's failed render.
     """
+    try:
+        return _prepare(fetched, request, origin)
+    except DynconfError:
+        raise
+    except Exception as error:  # the document's failure, never the process's
+        raise InvalidError(
+            f"the document cannot be rendered ({type(error).__name__}); it is too deep, too "
+            "large or not representable — fix it in the store; the last good file stays",
+            origin=origin,
+        ) from None
+
+
+def _prepare(fetched: Fetched, request: RenderRequest, origin: Origin | None) -> Prepared:
     check_size(fetched.text, request.max_document_bytes)
     document = parse_text(fetched.text, fetched.format, origin or Origin.remote("the store"))
     if request.schema is not None:
@@ -178,6 +209,7 @@ def publish(
             mode=spec.mode,
             history=request.history,
             now=stamp,
+            root=request.root,
         )
         for spec in request.outputs
     ]
@@ -187,7 +219,10 @@ def publish(
         meta = MetaInfo(revision=prepared.revision, rendered_at=stamp)
         written = [
             _with_meta(
-                published, write_meta(spec.path, published.fingerprint, meta, mode=spec.mode)
+                published,
+                write_meta(
+                    spec.path, published.fingerprint, meta, mode=spec.mode, root=request.root
+                ),
             )
             for spec, published in zip(request.outputs, written, strict=True)
         ]
@@ -218,23 +253,18 @@ def publish_empty(
     modes and history as a render; no meta file (there is no render to describe).
     """
     paths: list[Path] = []
-    for spec in _outputs_to_empty(request.outputs, only_missing):
-        publish_file(spec.path, b"", mode=spec.mode, history=request.history, now=now)
+    for spec in _outputs_to_empty(request, only_missing):
+        publish_file(
+            spec.path, b"", mode=spec.mode, history=request.history, now=now, root=request.root
+        )
         paths.append(spec.path)
     return paths
 
 
-def _outputs_to_empty(outputs: Sequence[OutputSpec], only_missing: bool) -> list[OutputSpec]:
+def _outputs_to_empty(request: RenderRequest, only_missing: bool) -> list[OutputSpec]:
     if not only_missing:
-        return list(outputs)
-    return [spec for spec in outputs if not _holds_something(spec.path)]
-
-
-def _holds_something(path: Path) -> bool:
-    try:
-        return path.stat().st_size > 0
-    except OSError:
-        return False
+        return list(request.outputs)
+    return [spec for spec in request.outputs if not read_published(spec.path, root=request.root)]
 
 
 def render_once(source: RemoteSource, request: RenderRequest) -> PublishResult:

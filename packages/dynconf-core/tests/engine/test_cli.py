@@ -119,3 +119,78 @@ def test_watch_rerenders_within_a_second_and_logs_one_line_per_render(tmp_path: 
     assert process.returncode == 0
     rendered = [json.loads(line) for line in stdout.splitlines() if line.strip()]
     assert all(line["event"] in {"rendered", "unchanged"} for line in rendered)
+
+
+class RenderWatch:
+    """``dynconf render --watch`` as a real subprocess, its JSON log lines read as they come."""
+
+    def __init__(self, doc: Path, out: Path, interval: str = "0.2") -> None:
+        import threading
+
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "dynconf.cli", "render", "--key", str(doc),
+             "--out", str(out), "--watch", interval],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        self.lines: list[dict[str, object]] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            if line.strip():
+                self.lines.append(json.loads(line))
+
+    def wait(self, predicate: object, what: str, timeout: float = 10.0) -> None:
+        import time
+
+        deadline = time.monotonic() + timeout
+        while not predicate():  # type: ignore[operator]
+            assert self.proc.poll() is None, f"render --watch exited: {self.lines}"
+            assert time.monotonic() < deadline, f"timed out waiting for {what}: {self.lines}"
+            time.sleep(0.01)
+
+    def events(self, name: str) -> list[dict[str, object]]:
+        return [line for line in list(self.lines) if line.get("event") == name]
+
+    def stop(self) -> int:
+        import signal
+
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout=10)
+
+
+def test_watch_renders_a_change_made_right_after_the_first_render(tmp_path: Path) -> None:
+    doc = tmp_path / "app.yaml"
+    doc.write_text("app:\n  port: 1\n", encoding="utf-8")
+    out = tmp_path / "app.properties"
+    watch = RenderWatch(doc, out)
+    try:
+        watch.wait(lambda: watch.events("rendered"), "the first render")
+        # one edit, at once: the watch may not have primed yet, and must not lose it
+        doc.write_text("app:\n  port: 2\n", encoding="utf-8")
+        watch.wait(lambda: "app.port = 2" in out.read_text(encoding="utf-8"), "the edit")
+    finally:
+        assert watch.stop() == 0
+
+
+@pytest.mark.parametrize("name", ["deep", "digits", "surrogate"])
+def test_watch_survives_a_hostile_document_and_renders_the_next(tmp_path: Path, name: str) -> None:
+    from tests.fixtures.hostile_documents import HOSTILE
+
+    doc = tmp_path / "app.json"
+    doc.write_text('{"app": {"port": 1}}', encoding="utf-8")
+    out = tmp_path / "app.toml"
+    watch = RenderWatch(doc, out)
+    try:
+        watch.wait(lambda: watch.events("rendered"), "the first render")
+        doc.write_text(HOSTILE[name], encoding="utf-8")
+        watch.wait(lambda: watch.events("render_failed"), "the refusal")
+        assert "port = 1" in out.read_text(encoding="utf-8")  # the last good file stays
+        (failed,) = watch.events("render_failed")[:1]
+        assert "\n" not in str(failed["reason"]) and "7777" not in str(failed["reason"])
+        doc.write_text('{"app": {"port": 2}}', encoding="utf-8")
+        watch.wait(lambda: "port = 2" in out.read_text(encoding="utf-8"), "the next document")
+    finally:
+        assert watch.stop() == 0

@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from dynconf.errors import BackendError, InvalidError, MissingError
+from dynconf.errors import BackendError, DynconfError, InvalidError, MissingError
 from dynconf.pipeline import RenderRequest, prepare, publish, publish_empty, render_once
 from dynconf.publish import history_dir, meta_path
 from dynconf.render import OutputSpec, TemplateSource
 from dynconf.stores import ABSENT, Absent, Fetched, WatchCapability
+from tests.fixtures.hostile_documents import HOSTILE
 
 DOC = {"app": {"host": "h", "port": 80}, "cache": {"size": 3}}
 
@@ -194,3 +195,20 @@ def test_render_once_refuses_an_absent_document(tmp_path: Path) -> None:
         render_once(OneAnswer(ABSENT), request)
     assert "test store" in str(caught.value)
     assert not (tmp_path / "app.json").exists()
+
+
+@pytest.mark.parametrize("extension", ["json", "toml", "yaml", "properties"])
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_a_hostile_document_is_one_engine_error_never_another_exception(
+    tmp_path: Path, name: str, extension: str
+) -> None:
+    request = RenderRequest(outputs=[OutputSpec(path=tmp_path / f"app.{extension}")])
+    # only the engine's errors may leave prepare; anything else fails the test right here
+    try:
+        prepare(Fetched(text=HOSTILE[name], format="json"), request)
+    except DynconfError as error:
+        refusal = str(error)
+    else:
+        refusal = ""  # rendered after all (YAML can hold a lone surrogate escaped)
+    assert "\n" not in refusal
+    assert "7777" not in refusal and "\\ud800" not in refusal

@@ -53,22 +53,23 @@ def test_rename_moves_a_complete_scratch_file_with_its_final_mode(
 ) -> None:
     target = tmp_path / "app.yaml"
     target.write_bytes(b"old\n")
-    seen: list[tuple[Path, Path, bytes, int, bytes]] = []
+    seen: list[tuple[str, str, bytes, int, bytes]] = []
     real_replace = os.replace
 
-    def spying_replace(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
-        source, destination = Path(src), Path(dst)
-        seen.append(
-            (source, destination, source.read_bytes(), mode_of(source), destination.read_bytes())
-        )
-        real_replace(src, dst)
+    def spying_replace(src: str, dst: str, *, src_dir_fd: int, dst_dir_fd: int) -> None:
+        # renameat within one directory descriptor: the target's own directory
+        assert os.path.samestat(os.fstat(src_dir_fd), os.stat(tmp_path))
+        assert src_dir_fd == dst_dir_fd
+        source, destination = tmp_path / src, tmp_path / dst
+        seen.append((src, dst, source.read_bytes(), mode_of(source), destination.read_bytes()))
+        real_replace(src, dst, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd)
 
     monkeypatch.setattr(os, "replace", spying_replace)
     publish_file(target, b"new content\n", mode=0o640)
     [(source, destination, scratch_bytes, scratch_mode, target_before)] = seen
-    assert destination == target
-    assert source != target
-    assert source.parent == target.parent
+    assert destination == target.name
+    assert source != target.name
+    assert "/" not in source
     assert scratch_bytes == b"new content\n"
     assert scratch_mode == 0o640
     assert target_before == b"old\n"
@@ -93,8 +94,8 @@ def test_planted_symlink_at_the_scratch_name_is_not_followed(
     victim.write_bytes(b"precious")
     planted = tmp_path / ".app.yaml.planted.tmp"
     planted.symlink_to(victim)
-    names = iter([planted, tmp_path / ".app.yaml.fresh.tmp"])
-    monkeypatch.setattr(publish_module, "_scratch_name", lambda _target: next(names))
+    names = iter([planted.name, ".app.yaml.fresh.tmp"])
+    monkeypatch.setattr(publish_module, "_scratch_name", lambda _name: next(names))
     publish_file(tmp_path / "app.yaml", b"data", mode=0o600)
     assert victim.read_bytes() == b"precious"
     assert planted.is_symlink()
@@ -108,7 +109,7 @@ def test_only_planted_scratch_names_fail_without_touching_anything(
     victim.write_bytes(b"precious")
     planted = tmp_path / ".app.yaml.planted.tmp"
     planted.symlink_to(victim)
-    monkeypatch.setattr(publish_module, "_scratch_name", lambda _target: planted)
+    monkeypatch.setattr(publish_module, "_scratch_name", lambda _name: planted.name)
     with pytest.raises(IoError, match="already exists"):
         publish_file(tmp_path / "app.yaml", b"data")
     assert victim.read_bytes() == b"precious"
@@ -121,7 +122,7 @@ def test_failed_rename_removes_the_scratch_and_keeps_the_old_file(
     target = tmp_path / "app.yaml"
     target.write_bytes(b"last good\n")
 
-    def failing_replace(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
+    def failing_replace(src: str, dst: str, **_dir_fds: int) -> None:
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(os, "replace", failing_replace)

@@ -413,3 +413,54 @@ def test_a_store_outside_the_plugin_lock_is_refused_by_name(
     ok = agent("--source", "file", "--key", str(world["doc"]), "--out", str(world["out"] / "b.json"),
                env={"DYNCONF_PLUGIN_LOCK": str(lock)})
     assert ok.wait_exit() == 0
+
+
+@pytest.mark.parametrize("name", ["deep", "digits", "surrogate"])
+def test_a_hostile_document_is_one_line_and_the_agent_keeps_watching(
+    agent: Start, world: dict[str, Path], name: str
+) -> None:
+    from tests.fixtures.hostile_documents import HOSTILE
+
+    doc = world["tmp"] / "store" / "app.json"
+    doc.write_text('{"db": {"port": 1}}')
+    out = world["out"] / "app.toml"
+    process = agent("--source", "file", "--key", str(doc), "--out", str(out), "--watch", "1",
+                    "--metrics-addr", "127.0.0.1:0")  # fmt: skip
+    wait_file(out, lambda t: "port = 1" in t)
+    doc.write_text(HOSTILE[name])
+    failed = process.wait_event("render_failed")
+    assert "\n" not in failed["reason"] and "7777" not in failed["reason"]
+    assert "port = 1" in out.read_text()  # the last good file stays
+    doc.write_text('{"db": {"port": 2}}')
+    wait_file(out, lambda t: "port = 2" in t)
+    assert process.proc.poll() is None
+
+
+@pytest.mark.parametrize("component", [".app.json.history", "app.json", ".app.json.meta"])
+def test_a_symlink_swapped_into_the_volume_is_never_followed(
+    agent: Start, world: dict[str, Path], component: str
+) -> None:
+    outside = world["tmp"] / "outside"
+    outside.mkdir()
+    for name in ("app.json", ".app.json.meta", "0-000000000000.json"):
+        (outside / name).write_text(f"not yours: {name}")
+    before = {p.name: p.read_text() for p in outside.iterdir()}
+    process = sidecar(agent, world, "--history", "1", "--meta")
+    out = world["out"] / "app.json"
+    wait_file(out, lambda t: "db-1" in t)
+    world["doc"].write_text("db:\n  host: db-2\n")
+    wait_file(out, lambda t: "db-2" in t)  # a history entry and a meta file now exist
+    swapped = world["out"] / component
+    if swapped.is_dir():
+        shutil.rmtree(swapped)
+    else:
+        swapped.unlink()
+    swapped.symlink_to(outside if component.endswith(".history") else outside / component)
+    for host in ("db-3", "db-4"):  # past the history limit: pruning runs too
+        world["doc"].write_text(f"db:\n  host: {host}\n")
+        if component.endswith(".history"):
+            process.wait_metric("render_failures_total", lambda v: v >= 1)
+        else:
+            wait_file(out, lambda t, host=host: host in t)
+    assert {p.name: p.read_text() for p in outside.iterdir()} == before
+    assert process.proc.poll() is None

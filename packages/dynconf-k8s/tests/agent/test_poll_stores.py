@@ -4,7 +4,9 @@ A poll store's watch asks every interval and reports each successful check
 (``dynconf.stores.report_watching``), so ``staleness_seconds`` is the age of the last check,
 not a guess. Its first observation primes its marker and delivers nothing, so the agent reads
 the store once more after that observation: a change landing between the first fetch and the
-watch opening is rendered, not silently absorbed into the marker.
+watch opening is rendered, not silently absorbed into the marker. The node agent follows its
+documents through the same follower, so the same window is tested for its volumes (vault, s3,
+git) at the end, with these harnesses.
 """
 
 from __future__ import annotations
@@ -19,16 +21,20 @@ from typing import Any
 import anyio
 import pytest
 
+from dynconf.follow import StoreDriver
 from dynconf.plugins import discover, use_registry
 from dynconf_k8s.agent.flags import parse_args
 from dynconf_k8s.agent.loop import WatchLoop
 from dynconf_k8s.agent.main import store_type
 from dynconf_k8s.agent.metrics import AgentMetrics, AgentState
-from dynconf_k8s.agent.watching import StoreDriver
+from dynconf_k8s.node.attributes import VolumeSpec, parse_volume
+from dynconf_k8s.node.shared import Documents
 from tests.fixtures.relay import Relay
 
 from .conftest import AgentProcess, wait_file
-from .test_stores import Harness, _host_port, needs_store
+from .test_stores import Harness, _host_port, git, needs_store, s3, vault_kv
+
+__all__ = ["git", "s3", "vault_kv"]  # harness fixtures the node agent's case asks for by name
 
 Start = Callable[..., AgentProcess]
 
@@ -134,3 +140,67 @@ def test_a_change_between_the_first_fetch_and_the_watch_is_rendered(
     anyio.run(scenario)
     assert metrics.state.renders_total == 2
     assert metrics.state.watch_reconnects_total == 0
+
+
+# ---------------------------------------------------------------------------- node agent
+_ATTRIBUTE_FOR = {"--ref": "ref", "--api-url": "api-url"}
+
+
+def volume_of(harness: Harness, target: Path) -> VolumeSpec:
+    attributes = {
+        "source": harness.name,
+        "endpoint": harness.endpoint,
+        "key": harness.key,
+        "path": "conf/c.json",
+        "watch-seconds": "1",
+    }
+    args = list(harness.args)
+    for flag, value in zip(args[::2], args[1::2], strict=True):
+        attributes[_ATTRIBUTE_FOR[flag]] = value
+    secrets = {"token": harness.token} if harness.token else {}
+    return parse_volume(target, attributes, secrets)
+
+
+@pytest.mark.parametrize("harness_name", ["vault_kv", "s3", "git"])
+def test_a_change_between_the_first_fetch_and_the_prime_reaches_the_volume(
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    harness_name: str,
+) -> None:
+    harness: Harness = request.getfixturevalue(harness_name)
+    for name, value in harness.env.items():
+        if value is None:
+            monkeypatch.delenv(name, raising=False)
+        else:
+            monkeypatch.setenv(name, value)
+    harness.put({"v": 1})
+    target = tmp_path / "mount"
+    target.mkdir()
+    volume = volume_of(harness, target)
+    registry = discover()
+    use_registry(registry)
+    store = store_type(registry, harness.name, None)
+
+    def build(spec: VolumeSpec) -> StoreDriver:
+        return StoreDriver(
+            ChangedBeforeTheWatch(store.build(spec.store), lambda: harness.put({"v": 2}))
+        )
+
+    out = target / "conf" / "c.json"
+
+    async def scenario() -> None:
+        async with anyio.create_task_group() as tg:
+            documents = Documents(build, tg)
+            assert await documents.claim(volume)
+            assert json.loads(out.read_text()) == {"v": 1}
+            with anyio.fail_after(30):
+                while json.loads(out.read_text()) != {"v": 2}:
+                    await anyio.sleep(0.05)
+            await documents.close()
+            tg.cancel_scope.cancel()
+
+    try:
+        anyio.run(scenario)
+    finally:
+        use_registry(None)

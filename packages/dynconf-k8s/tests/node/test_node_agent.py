@@ -248,12 +248,44 @@ def test_path_outside_the_volume_is_refused(node: Node, path: str) -> None:
         agent.client.publish(target, {"source": "file", "key": str(store), "path": path})
     assert code_of(error) == grpc.StatusCode.INVALID_ARGUMENT
     assert details_of(error) == (
-        f'the volume attribute "path" is "{path}": it is a name inside the volume, and the '
-        "kubelet owns the directory"
+        'the volume attribute "path" must be a relative file name inside the volume '
+        '(no leading "/", no "..", no NUL): the kubelet owns the directory'
     )
     assert not target.exists()
     assert not (target.parent / "escape.json").exists()
     assert not (target.parent.parent / "escape.json").exists()
+
+
+def test_a_huge_attribute_is_refused_by_name_without_echoing_it(node: Node) -> None:
+    from dynconf_k8s.node.attributes import OPTIONAL, REQUIRED
+
+    agent = node.start()
+    assert agent.client is not None
+    volume = {"source": "redis", "endpoint": "redis://127.0.0.1:1", "key": "k.json"}
+    huge = "v" * 100_000
+    for name in (*REQUIRED, *OPTIONAL, huge):
+        with pytest.raises(grpc.RpcError) as error:
+            agent.client.publish(node.target(), {**volume, "path": "c.json", name: huge})
+        # not RESOURCE_EXHAUSTED: the status fits, names the attribute, quotes nothing
+        assert code_of(error) == grpc.StatusCode.INVALID_ARGUMENT, name[:20]
+        details = details_of(error)
+        assert "v" * 64 not in details
+        assert len(details) < 300
+        assert (f'"{name}"' if name is not huge else "attribute name") in details
+    assert agent.proc.poll() is None
+
+
+def test_a_refusal_quoting_a_long_value_is_bounded_to_one_status_line(node: Node) -> None:
+    agent = node.start()
+    assert agent.client is not None
+    volume = {"source": "redis", "endpoint": "redis://127.0.0.1:1", "key": "k.json"}
+    # under the length limit, so the agent's parser sees it and may quote it
+    for name in ("file-mode", "auth", "ref", "endpoint"):
+        with pytest.raises(grpc.RpcError) as error:
+            agent.client.publish(node.target(), {**volume, "path": "c.json", name: "9\n" * 2000})
+        assert code_of(error) == grpc.StatusCode.INVALID_ARGUMENT, name
+        assert len(details_of(error)) <= 1024
+        assert "\n" not in details_of(error)
 
 
 @pytest.mark.parametrize("missing", ["source", "key", "path"])
@@ -276,7 +308,7 @@ def test_a_missing_required_attribute_is_named(node: Node, missing: str) -> None
         ({"colour": "blue"}, 'the volume attribute "colour" is unknown'),
         ({"ref": "main"}, "--ref is git's; remove it for a redis source"),
         ({"file-mode": "1777"}, 'the volume attribute "file-mode": 1777 is past 0777'),
-        ({"watch-seconds": "soon"}, 'the volume attribute "watch-seconds" is "soon"'),
+        ({"watch-seconds": "soon"}, 'the volume attribute "watch-seconds" is not a whole number'),
         ({"source": "nosuch"}, "the nosuch store is not in this installation; it carries: config-server, consul"),
     ],
 )
@@ -466,3 +498,122 @@ def test_node_process_needs_a_node_name(tmp_path: Path) -> None:
     assert process.proc.wait(timeout=20) == 1
     assert process.proc.stderr is not None
     assert "KUBE_NODE_NAME is required" in process.proc.stderr.read()
+
+
+# ---------------------------------------------------------------------------- symlink swaps
+def outside_dir(node: Node) -> tuple[Path, dict[str, str]]:
+    """A directory outside every volume, holding files under the names a volume writes."""
+    outside = node.root / "outside"
+    outside.mkdir()
+    for name in ("app.json", "precious"):
+        (outside / name).write_text(f"not yours: {name}")
+    return outside, {p.name: p.read_text() for p in outside.iterdir()}
+
+
+def swap_subdir(target: Path, outside: Path) -> None:
+    (target / "conf").rename(target / "conf.moved")
+    (target / "conf").symlink_to(outside)
+
+
+def swap_file(target: Path, outside: Path) -> None:
+    (target / "conf" / "app.json").unlink()
+    (target / "conf" / "app.json").symlink_to(outside / "app.json")
+
+
+@pytest.mark.parametrize("swap", [swap_subdir, swap_file], ids=["subdir", "file"])
+def test_a_symlink_swap_before_a_rerender_writes_nothing_outside_the_volume(
+    node: Node, swap: Any
+) -> None:
+    store = document_file(node, {"port": 9000})
+    outside, before = outside_dir(node)
+    agent = node.start()
+    assert agent.client is not None
+    target = node.target()
+    agent.client.publish(target, {"source": "file", "key": str(store), "path": "conf/app.json"})
+    swap(target, outside)
+    store.write_text(json.dumps({"port": 9100}))
+    if swap is swap_subdir:
+        failed = agent.wait_event("render_failed")
+        assert "is a symlink or not a directory" in failed["reason"]
+        assert "\n" not in failed["reason"]
+        assert "9000" in (read(target / "conf.moved" / "app.json") or "")  # last good kept
+    else:
+        wait_for(lambda: "9100" in (read(target / "conf" / "app.json") or ""), what="rerender")
+        assert not (target / "conf" / "app.json").is_symlink()
+    assert {p.name: p.read_text() for p in outside.iterdir()} == before
+    agent.client.unpublish(target)
+    assert {p.name: p.read_text() for p in outside.iterdir()} == before
+    assert agent.proc.poll() is None
+
+
+@pytest.mark.parametrize("swap", [swap_subdir, swap_file], ids=["subdir", "file"])
+def test_a_symlink_swap_before_unpublish_deletes_nothing_outside_the_volume(
+    node: Node, swap: Any
+) -> None:
+    store = document_file(node, {"port": 9000})
+    outside, before = outside_dir(node)
+    agent = node.start()
+    assert agent.client is not None
+    target = node.target()
+    agent.client.publish(target, {"source": "file", "key": str(store), "path": "conf/app.json"})
+    store.write_text(json.dumps({"port": 9100}))
+    wait_for(lambda: "9100" in (read(target / "conf" / "app.json") or ""), what="rerender")
+    swap(target, outside)
+    agent.client.unpublish(target)
+    assert {p.name: p.read_text() for p in outside.iterdir()} == before
+    assert (outside / "app.json").is_file()
+
+
+# ---------------------------------------------------------------------------- hostile documents
+def two_documents(node: Node) -> tuple[Path, Path]:
+    (node.root / "store").mkdir(exist_ok=True)
+    hostile, calm = node.root / "store" / "hostile.json", node.root / "store" / "calm.json"
+    hostile.write_text(json.dumps({"port": 9000}))
+    calm.write_text(json.dumps({"port": 7000}))
+    return hostile, calm
+
+
+def publish_both(agent: NodeProcess, node: Node, hostile: Path, calm: Path) -> tuple[Path, Path]:
+    assert agent.client is not None
+    one, other = node.target(), node.target()
+    agent.client.publish(one, {"source": "file", "key": str(hostile), "path": "c.toml"})
+    agent.client.publish(other, {"source": "file", "key": str(calm), "path": "c.toml"})
+    return one, other
+
+
+def assert_isolated(agent: NodeProcess, one: Path, other: Path, calm: Path) -> None:
+    """The hostile volume failed in one line and kept its file; the other one still updates."""
+    failed = agent.wait_event("render_failed")
+    assert failed["document"].startswith("file:") and "hostile.json" in failed["document"]
+    assert "\n" not in failed["reason"] and "7777" not in failed["reason"]
+    assert "9000" in (read(one / "c.toml") or "")
+    calm.write_text(json.dumps({"port": 7100}))
+    wait_for(lambda: "7100" in (read(other / "c.toml") or ""), what="the other volume updates")
+    assert agent.proc.poll() is None
+
+
+@pytest.mark.parametrize("name", ["deep", "digits", "surrogate"])
+def test_a_hostile_document_fails_only_its_own_volume(node: Node, name: str) -> None:
+    from tests.fixtures.hostile_documents import HOSTILE
+
+    hostile, calm = two_documents(node)
+    agent = node.start()
+    one, other = publish_both(agent, node, hostile, calm)
+    hostile.write_text(HOSTILE[name])
+    assert_isolated(agent, one, other, calm)
+
+
+@pytest.mark.parametrize("name", ["deep", "digits", "surrogate"])
+def test_a_hostile_document_replayed_after_a_restart_does_not_crash_loop(
+    node: Node, name: str
+) -> None:
+    from tests.fixtures.hostile_documents import HOSTILE
+
+    hostile, calm = two_documents(node)
+    first = node.start()
+    one, other = publish_both(first, node, hostile, calm)
+    assert first.stop() == 0
+    hostile.write_text(HOSTILE[name])  # arrives while the node agent is away
+    again = node.start()
+    assert again.wait_event("volumes_restored")["volumes"] == 2
+    assert_isolated(again, one, other, calm)

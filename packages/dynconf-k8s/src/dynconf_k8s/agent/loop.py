@@ -1,15 +1,12 @@
 """The sidecar's watch loop (contract §2.3), on anyio.
 
-First fetch before any watch, then four tasks share one :class:`~.metrics.AgentState`:
+First fetch before any watch, then three tasks share one :class:`~.metrics.AgentState`:
 
-* the **watch** runs the store's own ``changes`` into a latest-wins slot and reopens it after
-  a backoff when it ends or fails (``watch_connected``, ``watch_reconnects_total``); a watch
-  primes on its first observation and delivers nothing for it, so each time one opens the
-  store is read once more — before it opens for a push store (a resync follows anyway), after
-  its first observation for a poll store — and a change made in between is not lost;
-* the **resync** re-reads a push store every ``--watch`` seconds, one read at a time, because
-  a stream's failure mode is silence; until the first successful read it also retries a store
-  that was down at start, on a pace of its own;
+* the **follower** (:class:`dynconf.follow.Follower`, the one shared with the node agent and
+  ``dynconf render --watch``) runs the store's own ``changes`` into a latest-wins slot,
+  reopens it after a backoff, resyncs a push store every ``--watch`` seconds and catches a
+  poll store up after each prime, so a change made between a read and a watch's prime is not
+  lost; its events feed ``watch_connected``, ``watch_reconnects_total``, ``resyncs_total``;
 * the **consumer** renders each delivered document through dynconf's pipeline (all outputs or
   none), skips an unchanged one, holds one the canary does not admit, publishes, notifies;
 * the **ticker** checks drift, trust material and the canary every interval.
@@ -22,7 +19,6 @@ loop re-enters with a new client and every counter intact.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -34,17 +30,17 @@ import anyio.to_thread
 from anyio.abc import TaskGroup
 
 from dynconf.errors import DynconfError, Origin
+from dynconf.follow import Delivery, Follower, FollowEvents, Slot, StoreDriver, reason_of
 from dynconf.pipeline import Prepared, prepare, publish, publish_empty
 from dynconf.publish import read_published
-from dynconf.stores import Absent, Fetched, Pace, WatchCapability
+from dynconf.stores import Absent, Fetched, WatchCapability
 from dynconf_k8s.agent.canary import Canary
 from dynconf_k8s.agent.events import EventWriter
 from dynconf_k8s.agent.flags import AgentSettings
-from dynconf_k8s.agent.metrics import AgentMetrics
+from dynconf_k8s.agent.metrics import AgentMetrics, AgentState
 from dynconf_k8s.agent.notify import send_notification
 from dynconf_k8s.agent.tracing import Tracing
 from dynconf_k8s.agent.trust import CONFIRM_DELAY, fingerprint
-from dynconf_k8s.agent.watching import Delivery, Slot, StoreDriver
 
 __all__ = ["AgentFatal", "WatchLoop"]
 
@@ -61,14 +57,36 @@ class _Rebuild(Exception):
     """Trust material moved: leave the task group, rebuild the client, re-enter."""
 
 
-def _same_answer(left: Fetched | Absent, right: Fetched | Absent) -> bool:
-    if isinstance(left, Absent) or isinstance(right, Absent):
-        return isinstance(left, Absent) and isinstance(right, Absent)
-    return left.text == right.text and left.format == right.format
+_reason = reason_of
 
 
-def _reason(error: BaseException) -> str:
-    return str(error) if isinstance(error, DynconfError) else type(error).__name__
+class _Counted(FollowEvents):
+    """The follower's events, counted into the agent's series."""
+
+    def __init__(self, state: AgentState) -> None:
+        self.state = state
+
+    def read(self, kind: str) -> None:
+        self.state.read_succeeded()
+        if kind == "resync":
+            self.state.bump("resyncs_total")
+
+    def read_failed(self, kind: str) -> None:
+        if kind in ("reopen", "resync"):
+            self.state.bump("render_failures_total")
+
+    def delivered(self) -> None:
+        self.state.bump("deliveries_total")
+        self.state.read_succeeded()
+
+    def watch_failed(self) -> None:
+        self.state.bump("watch_reconnects_total")
+
+    def watching(self) -> None:
+        self.state.read_succeeded()
+
+    def reopening(self) -> None:
+        self.state.bump("watch_reconnects_total")
 
 
 class WatchLoop:
@@ -97,59 +115,31 @@ class WatchLoop:
         self.on_disk: dict[Path, bytes] = {}
         """What this agent last wrote to each output (the drift check's reference)."""
         self.held: Prepared | None = None
-        self.last_answer: Fetched | Absent | None = None
-        """The store's answer the consumer last acted on (a poll watch's catch-up compares)."""
-        self.fresh_reads = 0
-        self.watching = False
-        self.watch_healthy = False
-        self.resync_busy = False
+        self.follower = Follower(
+            self.driver,
+            self.interval,
+            self.slot,
+            fetch=self.fetch,
+            events=_Counted(self.state),
+            # a --dynamic read issues a new credential: no catch-up, no read before a reopen
+            reread=not settings.dynamic,
+            log=log,
+        )
         self.trust = fingerprint(settings.trust_files) if settings.trust_files else ""
         self.tg: TaskGroup | None = None
-        self.observed: anyio.Event | None = None
-        """Set by the source's first ``on_watching`` after a watch opens (its first poll)."""
-        self.loop_thread: int | None = None
-        self.token: anyio.lowlevel.EventLoopToken | None = None
         self.lease_base = (0, 0)
         """Lease counts of clients replaced by a rebuild, so the series never go back."""
         self.state.connected = self._connected
         self.state.refresh = self._mirror_lease
-        self._hook_driver()
 
     # ------------------------------------------------------------------ health
     def _connected(self) -> bool:
-        if not self.watching:
+        if not self.follower.watching:
             return False
         own = self.driver.connected()
         if self.driver.capability is not WatchCapability.PUSH:
             return True
-        return own if own is not None else self.watch_healthy
-
-    def _hook_driver(self) -> None:
-        def failed(error: BaseException) -> None:
-            self.watch_healthy = False
-            self.state.bump("watch_reconnects_total")
-
-        def watching() -> None:
-            self.watch_healthy = True
-            self.state.read_succeeded()
-            self._signal_observed()
-
-        self.driver.set_hooks(failed, watching)
-
-    def _signal_observed(self) -> None:
-        """Set :attr:`observed` from whichever thread the source reports on."""
-        event = self.observed
-        if event is None or event.is_set():
-            return
-        if threading.get_ident() == self.loop_thread:
-            event.set()
-            return
-        if self.token is None:
-            return
-        try:
-            anyio.from_thread.run_sync(event.set, token=self.token)
-        except RuntimeError:
-            return  # the loop is gone (shutdown): nobody waits any more
+        return own if own is not None else self.follower.healthy
 
     # ------------------------------------------------------------------ start
     async def fetch(self, kind: str) -> Fetched | Absent:
@@ -164,10 +154,9 @@ class WatchLoop:
         except Exception as error:
             return await self._first_failed(_reason(error))
         self.state.read_succeeded()
-        self.fresh_reads += 1
+        self.follower.seen(answer)
         if isinstance(answer, Absent):
             self._mark_absent()
-            self.last_answer = answer
             return await self._first_failed("the document is not in the store")
         try:
             await self._render(Delivery(answer, "first", time.monotonic()), first=True)
@@ -203,15 +192,12 @@ class WatchLoop:
     # ------------------------------------------------------------------ run
     async def run(self) -> None:
         """Watch until cancelled (SIGTERM) or a fatal error; rebuild in place on rotation."""
-        self.loop_thread = threading.get_ident()
-        self.token = anyio.lowlevel.current_token()
         while True:
             rebuild = False
             try:
                 async with anyio.create_task_group() as tg:
                     self.tg = tg
-                    tg.start_soon(self._watch_forever)
-                    tg.start_soon(self._resync_forever)
+                    tg.start_soon(self.follower.run)
                     tg.start_soon(self._consume_forever)
                     tg.start_soon(self._tick_forever)
             except* _Rebuild:
@@ -223,7 +209,7 @@ class WatchLoop:
             await self._rebuild()
 
     async def _rebuild(self) -> None:
-        self.watching = False
+        self.follower.watching = False
         self._mirror_lease()
         self.lease_base = (self.state.lease_renewals_total, self.state.lease_renewal_failures_total)
         await self.driver.close()
@@ -231,144 +217,12 @@ class WatchLoop:
             self.driver = await anyio.to_thread.run_sync(self.build_driver)
         except Exception as error:
             raise AgentFatal(f"the store client could not be rebuilt: {_reason(error)}") from None
-        self._hook_driver()
+        self.follower.driver = self.driver
         self.state.bump("tls_reloads_total")
         log.info("client_rebuilt", extra={"store": self.driver.describe()})
-        try:
-            answer = await self.fetch("rebuild")
-        except Exception as error:
-            log.warning("fetch_failed", extra={"reason": _reason(error)})
-            return
-        self.state.read_succeeded()
-        self.slot.put(Delivery(answer, "reopen", time.monotonic()))
-
-    # ------------------------------------------------------------------ watch
-    async def _watch_forever(self) -> None:
-        pace = Pace(self.interval, ceiling=min(300.0, max(30.0, self.interval * 4)))
-        push = self.driver.capability is WatchCapability.PUSH
-        opened = 0
-        while True:
-            self.watching = True
-            self.watch_healthy = True
-            if opened and push and not self.settings.dynamic:
-                # changes that landed while the watch was down: a reopened watch primes
-                # silently, so read once and hand the answer over
-                await self._read_into_slot("reopen")
-            opened += 1
-            started = time.monotonic()
-            reason = await self._watch_once(catch_up=not push and not self.settings.dynamic)
-            if reason is None:
-                continue  # re-primed on purpose (see _watch_once): not a failure
-            self.watching = False
-            self.state.bump("watch_reconnects_total")
-            if time.monotonic() - started > 4 * self.interval:
-                pace.succeeded()
-            pace.failed()
-            wait = pace.next_wait()
-            log.warning(
-                "watch_reopening", extra={"reason": reason, "after_seconds": round(wait, 2)}
-            )
-            await anyio.sleep(wait)
-
-    async def _watch_once(self, *, catch_up: bool) -> str | None:
-        """Run the store's watch until it ends: why it ended, or None to re-prime it now.
-
-        A poll watch primes on its first observation and delivers nothing for it, so with
-        ``catch_up`` (a poll store, which no resync re-reads) the store is read once more
-        after that observation: a change made between the last read and the observation
-        would otherwise never be delivered. When that read finds such a change, the watch's
-        marker may hold something this agent never rendered (a document deleted and written
-        back between two polls), so the watch is reopened to prime on what was just read,
-        and caught up again, until a read agrees with what was rendered before it.
-        """
-        observed = anyio.Event()
-        self.observed = observed
-        realign: list[bool] = []
-        async with anyio.create_task_group() as tg:
-            if catch_up:
-
-                async def catch_up_then_maybe_realign() -> None:
-                    if await self._catch_up(observed):
-                        realign.append(True)
-                        tg.cancel_scope.cancel()
-
-                tg.start_soon(catch_up_then_maybe_realign)
-            try:
-                await self.driver.watch(self.interval, self._deliver)
-                reason: str | None = "the watch ended"
-            except Exception as error:
-                reason = _reason(error)
-            tg.cancel_scope.cancel()
-        return None if realign else reason
-
-    async def _catch_up(self, observed: anyio.Event) -> bool:
-        """Read after the watch's first observation; True when the read found a change."""
-        if self.driver.reports_watching:
-            await observed.wait()
-        else:
-            # a source that does not report its polls has surely made its first one by now
-            await anyio.sleep(self.interval)
-        before = self.last_answer
-        try:
-            answer = await self.fetch("catch_up")
-        except Exception as error:
-            log.warning("fetch_failed", extra={"kind": "reopen", "reason": _reason(error)})
-            return False
-        self.state.read_succeeded()
-        self.fresh_reads += 1
-        if before is not None and _same_answer(answer, before):
-            return False
-        self.last_answer = answer  # what the next catch-up compares with, even if not yet taken
-        self.slot.put(Delivery(answer, "reopen", time.monotonic()))
-        return before is not None
-
-    def _deliver(self, delivery: Delivery) -> None:
-        self.state.bump("deliveries_total")
-        self.state.read_succeeded()
-        self.watch_healthy = True
-        self.slot.put(delivery)
-
-    async def _read_into_slot(self, kind: str) -> bool:
-        try:
-            answer = await self.fetch(kind)
-        except Exception as error:
-            self.state.bump("render_failures_total")
-            log.warning("fetch_failed", extra={"kind": kind, "reason": _reason(error)})
-            return False
-        self.state.read_succeeded()
-        self.fresh_reads += 1
-        if kind == "resync":
-            self.state.bump("resyncs_total")
-        self.slot.put(
-            Delivery(answer, "resync" if kind == "resync" else "reopen", time.monotonic())
-        )
-        return True
-
-    # ------------------------------------------------------------------ resync
-    async def _resync_forever(self) -> None:
-        readable = Pace(self.interval, ceiling=min(300.0, max(30.0, self.interval * 4)))
-        push = self.driver.capability is WatchCapability.PUSH
-        while True:
-            if self.fresh_reads == 0:
-                # the store was down at start: keep asking, backing off, until it answers
-                await anyio.sleep(readable.next_wait() if readable.failures else self.interval)
-                if await self._read_into_slot("reopen"):
-                    readable.succeeded()
-                else:
-                    readable.failed()
-                continue
-            if not push:
-                return  # a poll store is asked by its own watch at the interval
-            await anyio.sleep(self.interval)
-            if not self.resync_busy and self.tg is not None:
-                self.tg.start_soon(self._resync_once)
-
-    async def _resync_once(self) -> None:
-        self.resync_busy = True
-        try:
-            await self._read_into_slot("resync")
-        finally:
-            self.resync_busy = False
+        answer = await self.follower.read("rebuild")
+        if answer is not None:
+            self.follower.put(answer, "reopen")
 
     # ------------------------------------------------------------------ consume
     async def _consume_forever(self) -> None:
@@ -383,10 +237,18 @@ class WatchLoop:
                     extra={"kind": error.kind.value, "path": error.path, "reason": str(error)},
                 )
                 self._event("RenderFailed", f"the render failed, the last good file stays: {error}")
+            except AgentFatal:
+                raise
+            except Exception as error:  # a document never ends the agent: one line, go on
+                self.state.bump("render_failures_total")
+                reason = f"the render failed ({type(error).__name__}); the last good file stays"
+                log.warning(
+                    "render_failed", extra={"kind": "backend", "path": "", "reason": reason}
+                )
+                self._event("RenderFailed", reason)
 
     async def _render(self, delivery: Delivery, *, first: bool = False) -> None:
         answer = delivery.answer
-        self.last_answer = answer
         if isinstance(answer, Absent):
             await self._absent()
             return
@@ -511,12 +373,13 @@ class WatchLoop:
     async def _tick_forever(self) -> None:
         while True:
             await anyio.sleep(self.interval)
+            follower = self.follower
             if (
                 self.driver.capability is not WatchCapability.PUSH
                 and not self.driver.reports_watching
-                and self.watch_healthy
-                and self.watching
-                and self.fresh_reads
+                and follower.healthy
+                and follower.watching
+                and follower.fresh_reads
             ):
                 # a poll store that reports failures but not its quiet successes: no failure
                 # is a read (one that reports each poll keeps staleness exact on its own)

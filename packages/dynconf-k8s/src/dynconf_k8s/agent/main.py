@@ -23,6 +23,7 @@ import anyio.to_thread
 import prometheus_client
 
 from dynconf.errors import DynconfError, MissingError
+from dynconf.follow import StoreDriver
 from dynconf.logs import configure_logging
 from dynconf.plugins import LOCK_ENV, PluginLock, Registry, discover, load_locked, use_registry
 from dynconf.stores import Absent, Lease, StoreType
@@ -32,7 +33,6 @@ from dynconf_k8s.agent.loop import AgentFatal, WatchLoop
 from dynconf_k8s.agent.metrics import AgentMetrics, AgentState
 from dynconf_k8s.agent.server import serve_metrics
 from dynconf_k8s.agent.tracing import Tracing, tracing_from_env
-from dynconf_k8s.agent.watching import StoreDriver
 
 __all__ = ["BAKED_LOCK", "main", "run"]
 

@@ -14,11 +14,15 @@ credential or the node agent's.
 
 ``path`` is checked rather than trusted: absolute names and any ``..`` are refused before
 anything touches the disk, because the kubelet owns the directory and a volume that could
-write outside it could write into every other pod's volume on the node.
+write outside it could write into every other pod's volume on the node. The check is by
+name only; the pod can still swap a directory of its volume for a symlink later, which is
+why every write and delete goes through :mod:`dynconf.publish` with the target as its root
+(walked without following a symlink), never through the path.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections.abc import Mapping
@@ -61,6 +65,10 @@ OPTIONAL: Final = (
 """Every optional attribute; ``token-secret`` only joins the sharing identity."""
 
 DEFAULT_WATCH_SECONDS: Final = 15
+MAX_VALUE_CHARS: Final = 4096
+"""Longest attribute value read (every real one is far shorter); longer is refused unread."""
+MAX_NAME_CHARS: Final = 316
+"""Longest attribute name: a Kubernetes qualified name with its DNS prefix."""
 KUBELET_PREFIX: Final = "csi.storage.k8s.io/"
 """Attributes the kubelet adds itself (pod name, namespace, uid, ``ephemeral``)."""
 
@@ -96,7 +104,27 @@ _FLAG_FOR: Final = {
 
 
 class VolumeRefused(Exception):
-    """A volume the node agent will not publish; the message names the attribute and the fix."""
+    """A volume the node agent will not publish; the message names the attribute and the fix.
+
+    The node agent's own refusals never carry an attribute's value (a tenant's pod chooses
+    them); refusals passed on from the agent's parser or a store's ``validate`` may quote a
+    value, which :func:`_refuse_oversized` has bounded first.
+    """
+
+
+def _refuse_oversized(attributes: Mapping[str, str]) -> None:
+    """Refuse, by name and length only, an attribute too long for any message to quote."""
+    for name, value in attributes.items():
+        if len(name) > MAX_NAME_CHARS:
+            raise VolumeRefused(
+                f"a volume attribute name is {len(name)} characters long; names are at most "
+                f"{MAX_NAME_CHARS} characters"
+            )
+        if len(value) > MAX_VALUE_CHARS:
+            raise VolumeRefused(
+                f'the volume attribute "{name}" is {len(value)} characters long; give at most '
+                f"{MAX_VALUE_CHARS}"
+            )
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,7 +188,7 @@ def _refuse_unknown(attributes: Mapping[str, str]) -> None:
 
 
 def check_path(path: str) -> str:
-    """``path`` as a relative name inside the volume, or :class:`VolumeRefused`."""
+    """``path`` as a relative name inside the volume, or :class:`VolumeRefused` (value-free)."""
     pure = PurePosixPath(path)
     if (
         pure.is_absolute()
@@ -171,8 +199,8 @@ def check_path(path: str) -> str:
         or not pure.parts
     ):
         raise VolumeRefused(
-            f'the volume attribute "path" is "{path}": it is a name inside the volume, and '
-            "the kubelet owns the directory"
+            'the volume attribute "path" must be a relative file name inside the volume '
+            '(no leading "/", no "..", no NUL): the kubelet owns the directory'
         )
     return path
 
@@ -183,7 +211,7 @@ def _watch_seconds(attributes: Mapping[str, str]) -> int:
         return DEFAULT_WATCH_SECONDS
     if not text.isdigit() or int(text) < 1:
         raise VolumeRefused(
-            f'the volume attribute "watch-seconds" is "{text}": give whole seconds, 1 or more'
+            'the volume attribute "watch-seconds" is not a whole number of seconds; give 1 or more'
         )
     return int(text)
 
@@ -213,6 +241,7 @@ def parse_volume(
     attribute and in the Secret, or anything the agent's parser refuses. The store's own
     ``validate()`` is the caller's next step (it needs the plugin registry).
     """
+    _refuse_oversized(attributes)
     for name in REQUIRED:
         if not attributes.get(name, "").strip():
             raise VolumeRefused(f'the volume attribute "{name}" is required')
@@ -221,8 +250,11 @@ def parse_volume(
     target_path = Path(target)
     try:
         out = safe_child(target_path, path)
-    except DynconfError as error:
-        raise VolumeRefused(f'the volume attribute "path" is "{path}": {error.message}') from None
+    except DynconfError:
+        raise VolumeRefused(
+            'the volume attribute "path" must name a file inside the volume, not the volume '
+            "itself or a place a symlink leads to"
+        ) from None
     watch = _watch_seconds(attributes)
     if attributes.get("endpoint") and secrets.get("endpoint"):
         raise VolumeRefused(
@@ -274,7 +306,8 @@ def parse_volume(
     return VolumeSpec(
         target=target_path,
         path=path,
-        request=settings.request,
+        # the target is the trusted root: every write below it walks without a symlink
+        request=dataclasses.replace(settings.request, root=target_path),
         store=store,
         interval=float(watch),
         document=document,

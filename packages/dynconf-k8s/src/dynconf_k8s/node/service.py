@@ -27,11 +27,11 @@ import grpc
 from google.protobuf.message import Message
 
 from dynconf.errors import DynconfError
+from dynconf.follow import StoreDriver
 from dynconf.plugins import Registry
 from dynconf.stores import StoreType
 from dynconf.tracing import Span, Tracing
 from dynconf_k8s.agent.main import store_type
-from dynconf_k8s.agent.watching import StoreDriver
 from dynconf_k8s.node._generated import csi_pb2 as csi
 from dynconf_k8s.node.attributes import VolumeRefused, VolumeSpec, parse_volume
 from dynconf_k8s.node.records import RecordStore
@@ -218,6 +218,12 @@ class NodeAgent:
                     "volume_not_restored", extra={"target": record.target, "reason": str(error)}
                 )
                 continue
+            except Exception as error:  # one record must not crash-loop the node's restarts
+                log.warning(
+                    "volume_not_restored",
+                    extra={"target": record.target, "reason": type(error).__name__},
+                )
+                continue
             restored += 1
         log.info(
             "volumes_restored",
@@ -236,6 +242,23 @@ Handler = Callable[[Any, grpc.aio.ServicerContext[Any, Any]], Awaitable[Message]
 
 def _code(name: str) -> grpc.StatusCode:
     return getattr(grpc.StatusCode, name, grpc.StatusCode.INTERNAL)
+
+
+MAX_STATUS_CHARS: Final = 1024
+"""Longest refusal put in a gRPC status (its trailer must fit the client's metadata limit)."""
+
+
+def refusal_text(message: str) -> str:
+    """A refusal as the kubelet and the log see it: one line, at most 1 KiB.
+
+    The one place a publish refusal is rendered. The node agent's own sentences carry no
+    attribute value; this bounds what others (the agent's parser, a store's ``validate``)
+    may quote, so a refusal can never grow into a status the client rejects.
+    """
+    line = "".join(" " if not char.isprintable() else char for char in message)
+    if len(line) <= MAX_STATUS_CHARS:
+        return line
+    return line[: MAX_STATUS_CHARS - 1] + "…"
 
 
 class _Services:
@@ -297,11 +320,16 @@ class _Services:
                 dict(request.secrets),
             )
         except PublishFailed as error:
+            reason = refusal_text(error.message)
             log.warning(
                 "publish_refused",
-                extra={"target": request.target_path, "code": error.code, "reason": error.message},
+                extra={
+                    "target": refusal_text(request.target_path),
+                    "code": error.code,
+                    "reason": reason,
+                },
             )
-            await context.abort(_code(error.code), error.message)
+            await context.abort(_code(error.code), reason)
         return csi.NodePublishVolumeResponse()
 
     async def node_unpublish_volume(

@@ -10,11 +10,11 @@ each reader with that reader's own spec, through the same :func:`dynconf.pipelin
 last good file without holding up the others. The last reader to leave stops the watch and
 closes the client.
 
-The watch is the sidecar's, driven the same way (:class:`~dynconf_k8s.agent.watching.
-StoreDriver`: blocking stores in a thread, async ones on the loop): the store's own
-``changes`` feeds a latest-wins slot, a watch that ends or fails is reopened after a spread
-backoff and followed by one read (a change made while it was down is not lost), and push
-stores are re-read every interval because a stream's failure mode is silence.
+The watch is the sidecar's: one :class:`dynconf.follow.Follower` per document (blocking
+stores in a thread, async ones on the loop) feeds a latest-wins slot, reopens a watch that
+ends or fails after a spread backoff, re-reads a push store every interval and before each
+reopen, and reads a poll store (git, s3, vault) once more after each watch's first
+observation, so a change made between the last read and the watch's prime is not lost.
 
 Writes and reader changes of one document take that document's lock, so a volume that joins
 while a change is being rendered gets either the old document and then the new one, or the
@@ -29,17 +29,19 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import anyio
 import anyio.to_thread
 from anyio.abc import TaskGroup
 
-from dynconf.errors import DynconfError, IoError, Origin
+from dynconf.errors import DynconfError, Origin
+from dynconf.follow import Follower, Slot, StoreDriver
 from dynconf.pipeline import Prepared, prepare, publish
-from dynconf.stores import Absent, Fetched, Pace, WatchCapability
+from dynconf.publish import read_published, remove_published_file
+from dynconf.stores import Absent, Fetched
 from dynconf.tracing import Tracing
-from dynconf_k8s.agent.watching import Delivery, Slot, StoreDriver
 from dynconf_k8s.node.attributes import DocumentKey, VolumeSpec
 
 __all__ = ["Documents", "PublishFailed", "Reader", "SharedDocument"]
@@ -62,6 +64,22 @@ def _reason(error: BaseException) -> str:
     return str(error) if isinstance(error, DynconfError) else type(error).__name__
 
 
+def _failure(error: Exception) -> tuple[str, str]:
+    """(kind, one-line reason) of a reader's failed render or write, never a value.
+
+    Anything, not only the engine's errors: one document must never end the process that
+    serves every other volume on the node.
+    """
+    if isinstance(error, DynconfError):
+        return error.kind.value, str(error)
+    return "backend", f"the render failed ({type(error).__name__}); the last good file stays"
+
+
+def _publish_failed(error: Exception) -> PublishFailed:
+    kind, reason = _failure(error)
+    return PublishFailed("INTERNAL", f"{'writing' if kind == 'io' else 'rendering'}: {reason}")
+
+
 @dataclass
 class Reader:
     """One published volume of a document, and the bytes last written for it."""
@@ -82,6 +100,7 @@ class SharedDocument:
     lock: threading.Lock = field(default_factory=threading.Lock)
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     slot: Slot = field(default_factory=Slot)
+    follower: Follower | None = None
     renders: int = 0
 
     @property
@@ -94,15 +113,10 @@ def _write(reader: Reader, answer: Fetched, origin: Origin) -> bool:
     request = reader.volume.request
     prepared: Prepared = prepare(answer, request, origin=origin)
     data = prepared.outputs[request.main.path]
-    if reader.written == data and request.main.path.is_file():
+    if reader.written == data and read_published(request.main.path, root=request.root) == data:
         return False
-    try:
-        request.main.path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise IoError(
-            f"cannot create the directory for {request.main.path.name} ({error.strerror})",
-            origin=Origin.file(str(request.main.path)),
-        ) from None
+    # request.root is the volume's target: the directories ``path`` names are created and
+    # walked from it without following a symlink the pod may have planted since
     publish(prepared, request)
     reader.written = data
     return True
@@ -174,10 +188,20 @@ class Documents:
             raise PublishFailed("INTERNAL", f"building the source: {_reason(error)}") from None
         self.builds += 1
         doc = SharedDocument(key=volume.document, driver=driver, interval=volume.interval)
+        follower = Follower(
+            driver,
+            doc.interval,
+            doc.slot,
+            fetch=lambda kind: self._fetch(doc.driver, doc.key, kind),
+            log=log,
+            extra={"document": doc.key.label()},
+        )
+        doc.follower = follower
         reader = Reader(volume)
         if not resume:
             try:
                 answer = await self._fetch(driver, volume.document, "first")
+                follower.seen(answer)
                 if isinstance(answer, Absent):
                     raise PublishFailed(
                         "UNAVAILABLE",
@@ -197,7 +221,7 @@ class Documents:
                 raise
         doc.readers[volume.target] = reader
         self._documents[volume.document] = doc
-        self._tg.start_soon(self._follow, doc)
+        self._tg.start_soon(self._follow, doc, resume)
         log.info(
             "document_watched",
             extra={"document": doc.key.label(), "store": driver.describe(), "resumed": resume},
@@ -210,9 +234,8 @@ class Documents:
             with doc.lock:
                 _write(reader, answer, doc.origin)
                 doc.latest = answer
-        except DynconfError as error:
-            kind = "writing" if error.kind.value == "io" else "rendering"
-            raise PublishFailed("INTERNAL", f"{kind}: {error}") from None
+        except Exception as error:
+            raise _publish_failed(error) from None
 
     async def _join(self, doc: SharedDocument, volume: VolumeSpec, *, resume: bool) -> None:
         reader = Reader(volume)
@@ -222,9 +245,8 @@ class Documents:
                 if doc.latest is not None and not resume:
                     try:
                         _write(reader, doc.latest, doc.origin)
-                    except DynconfError as error:
-                        kind = "writing" if error.kind.value == "io" else "rendering"
-                        raise PublishFailed("INTERNAL", f"{kind}: {error}") from None
+                    except Exception as error:
+                        raise _publish_failed(error) from None
                 doc.readers[volume.target] = reader
 
         if doc.latest is None and not resume:
@@ -238,7 +260,8 @@ class Documents:
                 raise PublishFailed(
                     "UNAVAILABLE", "the first fetch: the document is not in the store"
                 )
-            doc.slot.put(Delivery(answer, "first", time.monotonic()))
+            assert doc.follower is not None
+            doc.follower.put(answer, "first")
             with doc.lock:
                 doc.latest = answer
         await anyio.to_thread.run_sync(attach)
@@ -280,14 +303,25 @@ class Documents:
         self._targets.clear()
 
     # ------------------------------------------------------------------ follow
-    async def _follow(self, doc: SharedDocument) -> None:
+    async def _follow(self, doc: SharedDocument, resumed: bool) -> None:
+        follower = doc.follower
+        assert follower is not None
         with doc.scope:
             try:
-                async with anyio.create_task_group() as tg:
-                    tg.start_soon(self._watch_forever, doc)
-                    tg.start_soon(self._consume_forever, doc)
-                    if doc.driver.capability is WatchCapability.PUSH:
-                        tg.start_soon(self._resync_forever, doc)
+                read_first = resumed
+                while True:
+                    try:
+                        async with anyio.create_task_group() as tg:
+                            # resumed after a restart: no answer of its own yet, read at once
+                            tg.start_soon(partial(follower.run, read_first=read_first))
+                            tg.start_soon(self._consume_forever, doc)
+                    except Exception as error:  # this document's, never the node's: go on
+                        log.warning(
+                            "document_failed",
+                            extra={"document": doc.key.label(), "reason": _reason(error)},
+                        )
+                        read_first = False
+                        await anyio.sleep(doc.interval)
             finally:
                 with anyio.CancelScope(shield=True):
                     await doc.driver.close()
@@ -300,52 +334,6 @@ class Documents:
             answer = await driver.fetch()
             span.set(found=not isinstance(answer, Absent))
             return answer
-
-    async def _read(self, doc: SharedDocument, kind: str) -> bool:
-        try:
-            answer = await self._fetch(doc.driver, doc.key, kind)
-        except Exception as error:
-            log.warning(
-                "fetch_failed",
-                extra={"document": doc.key.label(), "kind": kind, "reason": _reason(error)},
-            )
-            return False
-        doc.slot.put(Delivery(answer, "resync" if kind == "resync" else "reopen", time.monotonic()))
-        return True
-
-    async def _watch_forever(self, doc: SharedDocument) -> None:
-        pace = Pace(doc.interval, ceiling=min(300.0, max(30.0, doc.interval * 4)))
-        opened = 0
-        while True:
-            if opened or doc.latest is None:
-                # a reopened watch (or one resumed after a restart) primes silently: read once
-                # so a change made while nobody watched is not lost
-                await self._read(doc, "reopen")
-            opened += 1
-            started = time.monotonic()
-            try:
-                await doc.driver.watch(doc.interval, doc.slot.put)
-                reason = "the watch ended"
-            except Exception as error:
-                reason = _reason(error)
-            if time.monotonic() - started > 4 * doc.interval:
-                pace.succeeded()
-            pace.failed()
-            wait = pace.next_wait()
-            log.warning(
-                "watch_reopening",
-                extra={
-                    "document": doc.key.label(),
-                    "reason": reason,
-                    "after_seconds": round(wait, 2),
-                },
-            )
-            await anyio.sleep(wait)
-
-    async def _resync_forever(self, doc: SharedDocument) -> None:
-        while True:
-            await anyio.sleep(doc.interval)
-            await self._read(doc, "resync")
 
     async def _consume_forever(self, doc: SharedDocument) -> None:
         while True:
@@ -384,14 +372,15 @@ class Documents:
                 try:
                     if _write(reader, answer, origin):
                         written += 1
-                except DynconfError as error:
+                except Exception as error:  # this reader's failure, never the node's
+                    kind, reason = _failure(error)
                     log.warning(
                         "render_failed",
                         extra={
                             "document": doc.key.label(),
                             "pod": reader.volume.pod,
-                            "kind": error.kind.value,
-                            "reason": str(error),
+                            "kind": kind,
+                            "reason": reason,
                         },
                     )
         doc.renders += written
@@ -401,24 +390,14 @@ class Documents:
 def remove_published(volume: VolumeSpec | None, target: Path) -> None:
     """Delete what the node agent wrote inside ``target``, then the target if left empty.
 
-    Only the reader's file (and the hidden scratch files a failed write could leave beside
-    it), the directories the ``path`` created under the target, and the target itself when
-    nothing else is in it: the CSI spec makes the target the plugin's to create and remove,
-    and anything else found there is not ours to touch.
+    Only the reader's file (with its meta, history and the hidden scratch files a failed
+    write could leave beside it), the directories the ``path`` created under the target,
+    and the target itself when nothing else is in it: the CSI spec makes the target the
+    plugin's to create and remove, and anything else found there is not ours to touch.
     """
     if volume is not None:
-        out = volume.out
-        with contextlib.suppress(FileNotFoundError):
-            out.unlink()
-        with contextlib.suppress(OSError):
-            for scratch in out.parent.glob(f".{out.name}.*.tmp"):
-                scratch.unlink()
-        parent = out.parent
-        while parent != target and target in parent.parents:
-            try:
-                parent.rmdir()
-            except OSError:
-                break
-            parent = parent.parent
+        # walked from the target without following a symlink: a directory the pod swapped
+        # for one ends the walk, and nothing outside the volume is deleted
+        remove_published_file(volume.out, root=target)
     with contextlib.suppress(OSError):
         target.rmdir()

@@ -1,0 +1,453 @@
+"""Following one store: the one place that opens a watch, primes it, catches up and reopens.
+
+Every store's ``changes`` primes silently on its first observation: it records what the store
+holds and delivers nothing for it. Whoever read the store before the watch opened (a first
+render, a read before a reopen) therefore loses any change made between that read and the
+prime, unless someone reads again. The rule, written once here for every follower (the
+sidecar agent, the node agent, ``dynconf render --watch``):
+
+* a **push** store is re-read every interval (a *resync*: a stream's failure mode is silence,
+  and the first resync also closes the window before the prime) and once before each
+  reopened watch;
+* a **poll** store (conditional / interval) is read once more *after* each watch's first
+  observation (a *catch-up*; the source reports it through ``on_watching``); when that read
+  finds a change, the watch's marker may hold something never delivered, so the watch is
+  reopened to prime on what was just read, and caught up again;
+* until a first read succeeds (the store was down at start), the store is read on a backoff.
+
+:class:`StoreDriver` drives one built source from the loop whether it blocks (fetch in a
+worker thread, watch in a daemon thread) or is async (on the loop). Every answer lands in a
+:class:`Slot`, which keeps only the newest undelivered one — a burst renders once, as the
+newest. What the consumer does with it is the consumer's business.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+import anyio
+import anyio.from_thread
+import anyio.lowlevel
+import anyio.to_thread
+from anyio.abc import TaskGroup
+
+from dynconf.errors import DynconfError
+from dynconf.stores import (
+    Absent,
+    AsyncRemoteSource,
+    Fetched,
+    Pace,
+    RemoteSource,
+    WatchCapability,
+    is_async_source,
+)
+
+__all__ = [
+    "Delivery",
+    "FollowEvents",
+    "Follower",
+    "Slot",
+    "StoreDriver",
+    "same_answer",
+]
+
+Answer = Fetched | Absent
+Kind = Literal["first", "delivery", "resync", "reopen", "catch_up", "join", "rebuild"]
+
+_log = logging.getLogger("dynconf.follow")
+
+
+def same_answer(left: Answer, right: Answer) -> bool:
+    """Whether two answers hold the same document (both absent, or same text and format)."""
+    if isinstance(left, Absent) or isinstance(right, Absent):
+        return isinstance(left, Absent) and isinstance(right, Absent)
+    return left.text == right.text and left.format == right.format
+
+
+def reason_of(error: BaseException) -> str:
+    """A failure as one value-free line: the engine's sentence, or the exception's kind."""
+    return str(error) if isinstance(error, DynconfError) else type(error).__name__
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """One answer from the store, how it arrived, and when (monotonic)."""
+
+    answer: Answer
+    kind: Kind
+    at: float
+
+
+class Slot:
+    """Latest wins: a newer delivery replaces one the consumer has not taken yet."""
+
+    def __init__(self) -> None:
+        self._item: Delivery | None = None
+        self._ready = anyio.Event()
+
+    def put(self, item: Delivery) -> None:
+        self._item = item
+        self._ready.set()
+
+    def pending(self) -> bool:
+        return self._item is not None
+
+    async def take(self) -> Delivery:
+        while self._item is None:
+            await self._ready.wait()
+            if self._item is None:
+                self._ready = anyio.Event()
+        item, self._item = self._item, None
+        self._ready = anyio.Event()
+        return item
+
+
+class StoreDriver:
+    """One built source, with fetch and watch callable from the event loop."""
+
+    def __init__(self, source: RemoteSource | AsyncRemoteSource) -> None:
+        self.source = source
+        self.is_async = is_async_source(source)
+        self.capability: WatchCapability = source.capability
+        self.reports_watching = hasattr(source, "on_watching")
+        """The source says when its watch is up or a poll succeeded (``on_watching``)."""
+
+    def describe(self) -> str:
+        return self.source.describe()
+
+    def set_hooks(
+        self, on_failure: Callable[[BaseException], None], on_watching: Callable[[], None]
+    ) -> None:
+        """Install the watch-health hooks the store contract names (``stores.py``)."""
+        for name, hook in (("on_failure", on_failure), ("on_watching", on_watching)):
+            try:
+                setattr(self.source, name, hook)
+            except AttributeError:  # a slotted source without the hook: it reports nothing
+                continue
+
+    def connected(self) -> bool | None:
+        """The source's own view of its stream, when it keeps one (``connected``)."""
+        value = getattr(self.source, "connected", None)
+        return value if isinstance(value, bool) else None
+
+    async def fetch(self) -> Answer:
+        if self.is_async:
+            source_async: AsyncRemoteSource = self.source  # type: ignore[assignment]
+            return await source_async.fetch()
+        source: RemoteSource = self.source  # type: ignore[assignment]
+        return await anyio.to_thread.run_sync(source.fetch, abandon_on_cancel=True)
+
+    async def watch(self, interval: float, deliver: Callable[[Delivery], None]) -> None:
+        """Run the store's ``changes`` until it ends; raises what it raised."""
+        if self.is_async:
+            source_async: AsyncRemoteSource = self.source  # type: ignore[assignment]
+            async for answer in source_async.changes(interval):
+                deliver(Delivery(answer, "delivery", time.monotonic()))
+            return
+        await self._watch_blocking(interval, deliver)
+
+    async def _watch_blocking(self, interval: float, deliver: Callable[[Delivery], None]) -> None:
+        source: RemoteSource = self.source  # type: ignore[assignment]
+        token = anyio.lowlevel.current_token()
+        stop = threading.Event()
+        done = anyio.Event()
+        outcome: list[BaseException] = []
+
+        def hand_over(answer: Answer) -> None:
+            anyio.from_thread.run_sync(
+                deliver, Delivery(answer, "delivery", time.monotonic()), token=token
+            )
+
+        def run() -> None:
+            try:
+                for answer in source.changes(interval, stop.is_set):
+                    if stop.is_set():
+                        break
+                    hand_over(answer)
+            except RuntimeError:
+                return  # the loop is gone (shutdown): nothing to hand over to
+            except BaseException as error:
+                outcome.append(error)
+            try:
+                anyio.from_thread.run_sync(done.set, token=token)
+            except RuntimeError:
+                return
+
+        # a daemon thread, so a store client stuck in a long poll never holds up exit
+        thread = threading.Thread(target=run, name="dynconf-watch", daemon=True)
+        thread.start()
+        try:
+            await done.wait()
+        finally:
+            stop.set()
+        if outcome:
+            raise outcome[0]
+
+    async def close(self) -> None:
+        if self.is_async:
+            source_async: AsyncRemoteSource = self.source  # type: ignore[assignment]
+            with anyio.move_on_after(2):
+                await source_async.aclose()
+            return
+        source: RemoteSource = self.source  # type: ignore[assignment]
+        with anyio.move_on_after(2):
+            await anyio.to_thread.run_sync(source.close, abandon_on_cancel=True)
+
+
+class FollowEvents:
+    """What a follower reports as it goes; each method does nothing unless overridden.
+
+    The agent counts these into its metrics; other followers only log (the follower logs
+    ``fetch_failed`` and ``watch_reopening`` itself).
+    """
+
+    def read(self, kind: str) -> None:
+        """A read of the store succeeded (``first``, ``resync``, ``reopen``, ``catch_up``)."""
+
+    def read_failed(self, kind: str) -> None:
+        """A read of the store failed; the follower logged why."""
+
+    def delivered(self) -> None:
+        """The watch delivered a change."""
+
+    def watch_failed(self) -> None:
+        """The source reported a failure its watch survives by retrying (``on_failure``)."""
+
+    def watching(self) -> None:
+        """The source reported its stream up or a poll done (``on_watching``)."""
+
+    def reopening(self) -> None:
+        """The watch ended or failed and is reopened after a backoff."""
+
+
+class Follower:
+    """Follow one store into a :class:`Slot` until cancelled (see the module's rules).
+
+    ``fetch`` is the one read every follower read goes through (the agent wraps it in a
+    span); ``reread`` off means no catch-up and no read before a reopen (a Vault
+    ``--dynamic`` read issues a new credential each time). Call :meth:`seen` with the answer
+    the caller read before :meth:`run`, so a catch-up knows what was already handed on.
+    """
+
+    def __init__(
+        self,
+        driver: StoreDriver,
+        interval: float,
+        slot: Slot,
+        *,
+        fetch: Callable[[str], Awaitable[Answer]] | None = None,
+        events: FollowEvents | None = None,
+        reread: bool = True,
+        log: logging.Logger | None = None,
+        extra: Mapping[str, object] | None = None,
+    ) -> None:
+        self._driver = driver
+        self.interval = interval
+        self.slot = slot
+        self.reread = reread
+        self.events = events or FollowEvents()
+        self._fetch = fetch
+        self._log = log or _log
+        self._extra = dict(extra or {})
+        self.last: Answer | None = None
+        """The newest answer handed on (what a catch-up compares a fresh read with)."""
+        self.fresh_reads = 0
+        """Successful reads, the caller's first one included (0: the store never answered)."""
+        self.watching = False
+        self.healthy = False
+        self._observed: anyio.Event | None = None
+        self._loop_thread: int | None = None
+        self._token: anyio.lowlevel.EventLoopToken | None = None
+        self._resync_busy = False
+        driver.set_hooks(self._hook_failed, self._hook_watching)
+
+    @property
+    def driver(self) -> StoreDriver:
+        return self._driver
+
+    @driver.setter
+    def driver(self, driver: StoreDriver) -> None:
+        """A rebuilt client replaces the old one; its health hooks report here too."""
+        self._driver = driver
+        driver.set_hooks(self._hook_failed, self._hook_watching)
+
+    # ------------------------------------------------------------------ answers
+    def seen(self, answer: Answer | None) -> None:
+        """The caller read ``answer`` itself (``None``: it tried, and the read failed)."""
+        if answer is not None:
+            self.last = answer
+            self.fresh_reads += 1
+
+    def put(self, answer: Answer, kind: Kind) -> None:
+        """Hand ``answer`` on to the slot as ``kind``."""
+        self.last = answer
+        self.slot.put(Delivery(answer, kind, time.monotonic()))
+
+    async def read(self, kind: Kind) -> Answer | None:
+        """One read of the store; the answer, or ``None`` when it failed (logged)."""
+        try:
+            answer = await (self._fetch(kind) if self._fetch else self.driver.fetch())
+        except Exception as error:
+            self.events.read_failed(kind)
+            self._log.warning(
+                "fetch_failed", extra={**self._extra, "kind": kind, "reason": reason_of(error)}
+            )
+            return None
+        self.fresh_reads += 1
+        self.events.read(kind)
+        return answer
+
+    async def _read_into_slot(self, kind: Kind) -> bool:
+        answer = await self.read(kind)
+        if answer is None:
+            return False
+        self.put(answer, kind)
+        return True
+
+    # ------------------------------------------------------------------ run
+    @property
+    def push(self) -> bool:
+        return self.driver.capability is WatchCapability.PUSH
+
+    async def run(self, *, read_first: bool = False) -> None:
+        """Watch, resync and catch up until cancelled.
+
+        ``read_first`` reads the store at once (a follower resumed after a restart, with no
+        answer of its own yet); otherwise a follower whose caller never read successfully
+        retries on a backoff, starting one interval from now.
+        """
+        self._loop_thread = threading.get_ident()
+        self._token = anyio.lowlevel.current_token()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._watch_forever)
+            tg.start_soon(self._resync_forever, tg, read_first)
+
+    def _pace(self) -> Pace:
+        return Pace(self.interval, ceiling=min(300.0, max(30.0, self.interval * 4)))
+
+    # ------------------------------------------------------------------ hooks
+    def _hook_failed(self, error: BaseException) -> None:
+        self.healthy = False
+        self.events.watch_failed()
+
+    def _hook_watching(self) -> None:
+        self.healthy = True
+        self.events.watching()
+        self._signal_observed()
+
+    def _signal_observed(self) -> None:
+        """Set the current watch's observed event from whichever thread the source reports on."""
+        event = self._observed
+        if event is None or event.is_set():
+            return
+        if threading.get_ident() == self._loop_thread:
+            event.set()
+            return
+        if self._token is None:
+            return
+        try:
+            anyio.from_thread.run_sync(event.set, token=self._token)
+        except RuntimeError:
+            return  # the loop is gone (shutdown): nobody waits any more
+
+    # ------------------------------------------------------------------ watch
+    async def _watch_forever(self) -> None:
+        pace = self._pace()
+        opened = 0
+        while True:
+            self.watching = True
+            self.healthy = True
+            if opened and self.push and self.reread:
+                # changes that landed while the watch was down: a reopened watch primes
+                # silently, so read once and hand the answer over
+                await self._read_into_slot("reopen")
+            opened += 1
+            started = time.monotonic()
+            reason = await self._watch_once(catch_up=not self.push and self.reread)
+            if reason is None:
+                continue  # re-primed on purpose (see _watch_once): not a failure
+            self.watching = False
+            self.events.reopening()
+            if time.monotonic() - started > 4 * self.interval:
+                pace.succeeded()
+            pace.failed()
+            wait = pace.next_wait()
+            self._log.warning(
+                "watch_reopening",
+                extra={**self._extra, "reason": reason, "after_seconds": round(wait, 2)},
+            )
+            await anyio.sleep(wait)
+
+    async def _watch_once(self, *, catch_up: bool) -> str | None:
+        """Run the store's watch until it ends: why it ended, or None to re-prime it now."""
+        observed = anyio.Event()
+        self._observed = observed
+        realign: list[bool] = []
+        async with anyio.create_task_group() as tg:
+            if catch_up:
+
+                async def catch_up_then_maybe_realign() -> None:
+                    if await self._catch_up(observed):
+                        realign.append(True)
+                        tg.cancel_scope.cancel()
+
+                tg.start_soon(catch_up_then_maybe_realign)
+            try:
+                await self.driver.watch(self.interval, self._deliver)
+                reason: str | None = "the watch ended"
+            except Exception as error:
+                reason = reason_of(error)
+            tg.cancel_scope.cancel()
+        return None if realign else reason
+
+    async def _catch_up(self, observed: anyio.Event) -> bool:
+        """Read after the watch's first observation; True when the read found a change."""
+        if self.driver.reports_watching:
+            await observed.wait()
+        else:
+            # a source that does not report its polls has surely made its first one by now
+            await anyio.sleep(self.interval)
+        before = self.last
+        answer = await self.read("catch_up")
+        if answer is None or (before is not None and same_answer(answer, before)):
+            return False
+        self.put(answer, "reopen")
+        return before is not None
+
+    def _deliver(self, delivery: Delivery) -> None:
+        self.events.delivered()
+        self.healthy = True
+        self.last = delivery.answer
+        self.slot.put(delivery)
+
+    # ------------------------------------------------------------------ resync
+    async def _resync_forever(self, tg: TaskGroup, read_first: bool) -> None:
+        readable = self._pace()
+        while True:
+            if self.fresh_reads == 0:
+                # the store was down at start: keep asking, backing off, until it answers
+                if not read_first:
+                    await anyio.sleep(readable.next_wait() if readable.failures else self.interval)
+                read_first = False
+                if await self._read_into_slot("reopen"):
+                    readable.succeeded()
+                else:
+                    readable.failed()
+                continue
+            if not self.push:
+                return  # a poll store is asked by its own watch at the interval
+            await anyio.sleep(self.interval)
+            if not self._resync_busy:
+                tg.start_soon(self._resync_once)
+
+    async def _resync_once(self) -> None:
+        self._resync_busy = True
+        try:
+            await self._read_into_slot("resync")
+        finally:
+            self._resync_busy = False

@@ -1,0 +1,75 @@
+"""The one follower: a change made between the caller's read and the watch's prime is delivered.
+
+Every store's watch primes silently on its first observation. The source here is the real
+``file`` store, wrapped so that its document changes exactly in that window (inside
+``changes``, before the watch primes); once as a push store (a resync must find it) and once
+declared a poll store (the catch-up after the first observation must find it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import anyio
+import pytest
+
+from dynconf.file_store import FileSource
+from dynconf.follow import Follower, Slot, StoreDriver
+from dynconf.stores import Absent, Fetched, WatchCapability
+
+
+class ChangedBeforeThePrime:
+    """The real file source; its document is rewritten as ``changes`` starts."""
+
+    def __init__(
+        self, inner: FileSource, change: Callable[[], None], capability: WatchCapability
+    ) -> None:
+        self.inner = inner
+        self.change = [change]
+        self.capability = capability
+
+    def fetch(self) -> Fetched | Absent:
+        return self.inner.fetch()
+
+    def describe(self) -> str:
+        return self.inner.describe()
+
+    def changes(self, interval: float, stop: Callable[[], bool]) -> Iterator[Fetched | Absent]:
+        while self.change:
+            self.change.pop()()
+        yield from self.inner.changes(interval, stop)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+@pytest.mark.parametrize("capability", [WatchCapability.PUSH, WatchCapability.INTERVAL])
+def test_a_change_before_the_watch_primes_is_delivered(
+    tmp_path: Path, capability: WatchCapability
+) -> None:
+    doc = tmp_path / "app.json"
+    doc.write_text('{"v": 1}')
+    source = ChangedBeforeThePrime(
+        FileSource(doc, "json"), lambda: doc.write_text('{"v": 2}'), capability
+    )
+    driver = StoreDriver(source)
+    seen: list[str] = []
+
+    async def scenario() -> None:
+        slot = Slot()
+        follower = Follower(driver, 0.2, slot)
+        first = await driver.fetch()
+        assert isinstance(first, Fetched)
+        follower.seen(first)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(follower.run)
+            with anyio.fail_after(10):
+                while not seen or '"v": 2' not in seen[-1]:
+                    answer = (await slot.take()).answer
+                    assert isinstance(answer, Fetched)
+                    seen.append(answer.text)
+            tg.cancel_scope.cancel()
+
+    anyio.run(scenario)
+    assert seen[-1] == '{"v": 2}'
