@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 from dynconf.errors import DynconfError
-from dynconf.logs import configure_logging
+from dynconf.logs import configure_logging, console_entry
 
 if TYPE_CHECKING:
     from dynconf.follow import StoreDriver
@@ -243,6 +243,7 @@ async def _render_and_follow(
             await driver.close()
 
 
+@console_entry("dynconf")
 def main(argv: Sequence[str] | None = None) -> int:
     configure_logging()
     args = _build_parser().parse_args(argv)

@@ -3,17 +3,40 @@
 Callers log an *event name* as the message and put facts in ``extra`` (counts, paths,
 kinds, durations); values from documents and credentials never go in. An operator can
 grep the lines, a dashboard can count them.
+
+:func:`console_entry` is the one way a console script ends on an exception nobody expected:
+one JSON line (the program, the exception's type, where it was raised; never its text) and
+exit code :data:`UNEXPECTED_EXIT`, never a traceback. Every program's ``main`` wears it.
 """
 
 from __future__ import annotations
 
+import errno
+import functools
 import json
 import logging
+import os
 import sys
+import threading
 import time
-from typing import Any, Final, TextIO
+from collections.abc import Callable
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Final, TextIO, TypeVar
 
-__all__ = ["JsonFormatter", "configure_logging"]
+__all__ = [
+    "INTERRUPTED_EXIT",
+    "UNEXPECTED_EXIT",
+    "JsonFormatter",
+    "configure_logging",
+    "console_entry",
+    "log_unexpected",
+]
+
+UNEXPECTED_EXIT: Final = 70
+"""The exit code of a program ended by an exception nobody expected (``EX_SOFTWARE``)."""
+INTERRUPTED_EXIT: Final = 130
+"""The exit code of a program stopped by Ctrl-C (SIGINT) outside its own signal handling."""
 
 _STANDARD: Final = frozenset(
     vars(logging.LogRecord("", 0, "", 0, "", None, None)).keys() | {"message", "asctime"}
@@ -49,3 +72,82 @@ def configure_logging(level: int | str = logging.INFO, stream: TextIO | None = N
         logger.handlers[:] = [handler]
         logger.setLevel(level)
         logger.propagate = False
+
+
+_Main = TypeVar("_Main", bound=Callable[..., Any])
+_unexpected = logging.getLogger("dynconf.unexpected")
+
+
+def _where(trace: TracebackType | None) -> str:
+    """``file:line`` of the frame that raised: a place in the code, never a value."""
+    last = None
+    while trace is not None:
+        last, trace = trace, trace.tb_next
+    if last is None:
+        return "unknown"
+    where = "/".join(Path(last.tb_frame.f_code.co_filename).parts[-2:])
+    return f"{where}:{last.tb_lineno}"
+
+
+def log_unexpected(
+    event: str, error: BaseException, trace: TracebackType | None, **fields: Any
+) -> None:
+    """Log one line for an exception nobody expected: its type and place, not its text.
+
+    The text of an arbitrary exception can quote a value (a document line, a URL with a
+    password), so only the class name, the errno name of an ``OSError`` and ``file:line``
+    are kept. Logging is configured first when the program had not got that far.
+    """
+    if not logging.getLogger("dynconf").handlers:
+        configure_logging()
+    facts: dict[str, Any] = {"error_type": type(error).__name__, "where": _where(trace)}
+    if isinstance(error, OSError) and error.errno is not None:
+        facts["errno"] = errno.errorcode.get(error.errno, str(error.errno))
+    _unexpected.error(event, extra={**fields, **facts})
+
+
+def console_entry(program: str, *, hard_exit: bool = False) -> Callable[[_Main], _Main]:
+    """Wrap a console script's ``main`` so no exception ends it with a traceback.
+
+    ``SystemExit`` passes (argparse, explicit exits); Ctrl-C is :data:`INTERRUPTED_EXIT`;
+    any other exception is one ``unexpected_error`` line and :data:`UNEXPECTED_EXIT`, and
+    the same line shape (``thread_failed``) replaces the traceback of a thread that dies.
+    ``hard_exit`` ends the process at once after flushing (``os._exit``), for programs
+    whose store threads may be stuck in a long poll and must not hold the exit.
+    """
+
+    def wrap(main: _Main) -> _Main:
+        @functools.wraps(main)
+        def guarded(*args: Any, **kwargs: Any) -> Any:
+            threading.excepthook = _thread_failed(program)
+            try:
+                return main(*args, **kwargs)
+            except KeyboardInterrupt:
+                code = INTERRUPTED_EXIT
+            except Exception as error:  # the one place that must catch everything
+                log_unexpected(
+                    "unexpected_error", error, error.__traceback__,
+                    program=program, exit_code=UNEXPECTED_EXIT,
+                )  # fmt: skip
+                code = UNEXPECTED_EXIT
+            if hard_exit:
+                for stream in (sys.stdout, sys.stderr):
+                    stream.flush()
+                os._exit(code)
+            return code
+
+        return guarded  # type: ignore[return-value]
+
+    return wrap
+
+
+def _thread_failed(program: str) -> Callable[[threading.ExceptHookArgs], None]:
+    def hook(args: threading.ExceptHookArgs) -> None:
+        if args.exc_value is None or isinstance(args.exc_value, SystemExit):
+            return
+        log_unexpected(
+            "thread_failed", args.exc_value, args.exc_traceback,
+            program=program, thread_name=args.thread.name if args.thread else "unknown",
+        )  # fmt: skip
+
+    return hook

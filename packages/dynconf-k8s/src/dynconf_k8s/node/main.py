@@ -25,7 +25,7 @@ import anyio
 import grpc
 
 from dynconf.errors import DynconfError
-from dynconf.logs import configure_logging
+from dynconf.logs import configure_logging, console_entry
 from dynconf.tracing import Tracing, tracing_from_env
 from dynconf_k8s.agent.main import load_registry
 from dynconf_k8s.node.metrics import NodeMetrics, serve_metrics
@@ -189,6 +189,7 @@ def run(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = N
     return 0
 
 
+@console_entry("dynamic-config-node-agent", hard_exit=True)
 def main() -> None:
     """Console entry point; exits without waiting on store threads stuck in a long poll."""
     code = run()

@@ -27,7 +27,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from dynconf.logs import configure_logging
+from dynconf.logs import configure_logging, console_entry
 from dynconf.tracing import Tracing, tracing_from_env
 from dynconf_k8s.operator.crds import crds_json, write_crds
 from dynconf_k8s.operator.election import LOST_MESSAGE, LeaderElector
@@ -137,6 +137,7 @@ def _shutdown(
         tracing.shutdown()  # after the workers: their last reconcile spans leave too
 
 
+@console_entry("dynamic-config-operator")
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="dynamic-config-operator",

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from typing import Final
 
-from dynconf.logs import configure_logging
+from dynconf.logs import configure_logging, console_entry
 from dynconf_k8s.contract.installation import InstallationError
 
 __all__ = ["SERVICE_NAME", "main"]
@@ -26,6 +26,7 @@ _USAGE = """usage: dynamic-config-webhook serve
 """
 
 
+@console_entry("dynamic-config-webhook")
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit code (and ``sys.exit``s with it from the console script)."""
     args = list(sys.argv[1:] if argv is None else argv)

@@ -16,6 +16,7 @@ import ssl
 import sys
 from typing import Any, Final
 
+from dynconf.logs import console_entry
 from dynconf_store_configserver.server.settings import Settings, SettingsError, load_settings
 
 __all__ = ["DRAIN_SECONDS", "SERVICE_NAME", "build_server", "main"]
@@ -67,6 +68,7 @@ def build_server(settings: Settings, app: Any | None = None, *, port: int | None
     return Server(config)
 
 
+@console_entry("dynamic-config-server")
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="dynamic-config-server",
