@@ -97,4 +97,7 @@ def test_a_dying_thread_is_one_json_line_not_a_traceback(tmp_path):
     assert "Traceback" not in output and SECRET not in output
     (line,) = [json.loads(text) for text in output.splitlines() if text.strip()]
     assert (line["event"], line["thread_name"], line["error_type"]) == (
-        "thread_failed", "worker", "ValueError")
+        "thread_failed",
+        "worker",
+        "ValueError",
+    )

@@ -58,6 +58,8 @@ def test_discovery_finds_the_git_store_without_importing_gitpython():
         {"endpoint": "/srv/git/config.git"}, {"endpoint": "file:///srv/git/config.git"},
         {"endpoint": "http://127.0.0.1:8080/config.git", "auth": "token", "token": "t"},
         {"tls": TlsSettings(ca_file="/ca.pem", cert_file="/c.pem", key_file="/k.pem")},
+        {"section": "db"}, {"section": "db.primary", "ref": "tag:v1.4"},
+        {"auth": "token", "token": "t", "extra": {"use_proxy": "true"}},
         {"key": "config", "extra": {"format": "toml", "cache_dir": "/var/cache/git",
                                     "max_bytes": "65536", "cache_max_bytes": "1048576"}},
     ],
@@ -107,7 +109,7 @@ def test_valid_specs_pass(fields):
         ({"extra": {"max_bytes": "lots"}}, "whole number of bytes"),
         ({"extra": {"cache_dir": "relative"}}, "absolute path"),
         ({"namespace": "ns"}, "--namespace is vault's"),
-        ({"section": "db"}, "no --section"),
+        ({"extra": {"use_proxy": "maybe"}}, "use_proxy for git must be true or false"),
         ({"timeout": -1.0}, "positive number"),
     ],
 )

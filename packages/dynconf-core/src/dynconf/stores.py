@@ -261,6 +261,10 @@ class StoreSpec:
     token: str | None = field(default=None, repr=False)
     password: str | None = field(default=None, repr=False)
     extra: Mapping[str, str] = field(default_factory=dict)
+    state_dir: str | None = None
+    """A directory the caller owns and can write, where the store may keep private state
+    between calls (git's clone cache); ``None``: the store's own default. The agent points
+    it at the rendered volume, the only place its pod lets it write."""
 
     def with_secrets_from_env(self, environ: Mapping[str, str] | None = None) -> StoreSpec:
         """Fill ``token`` / ``password`` / ``endpoint`` from the agent's environment names."""

@@ -7,7 +7,6 @@ neither the URL nor the username shows in the file system::
         dynconf-git-cache   marker: only marked directories are ever emptied
         lock                flock'd for every operation (threads and processes alike)
         repo.git/           a bare object database; the one ref is refs/dynconf/head
-        known_hosts         ssh hosts pinned on first use (when no known_hosts is given)
         verdict             what the credential helper / ssh hooks saw during the last call
         ssh-mark            the hook script that writes the verdict for ssh
 
@@ -29,11 +28,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
 
+from dynconf.errors import IoError, Origin
+
 __all__ = [
     "DEFAULT_MAX_BYTES",
     "DEFAULT_MAX_PACKS",
     "MARKER",
     "CloneDir",
+    "cache_root",
     "default_cache_root",
 ]
 
@@ -49,6 +51,17 @@ def default_cache_root() -> Path:
     return Path(base) / "dynconf" / "git"
 
 
+def cache_root(cache_dir: str | None, state_dir: str | None) -> Path:
+    """Where clones live: the ``cache_dir`` setting, else ``<state_dir>/git`` (the directory
+    the caller lends the store: the agent's is on the rendered volume), else
+    :func:`default_cache_root` (a user's own cache, for the CLI and the library)."""
+    if cache_dir:
+        return Path(cache_dir)
+    if state_dir:
+        return Path(state_dir) / "git"
+    return default_cache_root()
+
+
 class CloneDir:
     """The per-(endpoint, identity) directory; created 0700 on first use, never at build."""
 
@@ -56,27 +69,46 @@ class CloneDir:
         name = hashlib.sha256(f"{endpoint}\0{identity}".encode()).hexdigest()[:32]
         self.path = root / name
         self.repo = self.path / "repo.git"
-        self.known_hosts = self.path / "known_hosts"
         self.verdict = self.path / "verdict"
         self.ssh_mark = self.path / "ssh-mark"
         self._lock = self.path / "lock"
 
     def prepare(self) -> None:
-        """Create the directory, its marker and hook script (the repository is made by git)."""
-        self.path.mkdir(mode=0o700, parents=True, exist_ok=True)
-        os.chmod(self.path, 0o700)
-        marker = self.path / MARKER
-        if not marker.exists():
-            marker.write_text("owned by dynconf-store-git; safe to delete\n")
-        if not self.ssh_mark.exists() or self.ssh_mark.read_text() != _SSH_MARK:
-            self.ssh_mark.write_text(_SSH_MARK)
-            os.chmod(self.ssh_mark, 0o700)
+        """Create the directory, its marker and hook script (the repository is made by git).
+
+        Raises :class:`IoError` naming the directory and the fix when it cannot be written
+        (a read-only root file system, a home directory that is not the process's).
+        """
+        try:
+            self.path.mkdir(mode=0o700, parents=True, exist_ok=True)
+            os.chmod(self.path, 0o700)
+            marker = self.path / MARKER
+            if not marker.exists():
+                marker.write_text("owned by dynconf-store-git; safe to delete\n")
+            if not self.ssh_mark.exists() or self.ssh_mark.read_text() != _SSH_MARK:
+                self.ssh_mark.write_text(_SSH_MARK)
+                os.chmod(self.ssh_mark, 0o700)
+        except OSError as exc:
+            raise self.unusable(exc) from None
+
+    def unusable(self, exc: OSError) -> IoError:
+        """The refusal for a cache directory the process cannot write."""
+        return IoError(
+            f"the git clone cache {self.path.parent} cannot be written ({exc.strerror}); set "
+            "the cache_dir setting to a directory this process can write (the agent keeps "
+            "it on the rendered volume)",
+            origin=Origin.file(str(self.path.parent)),
+        )
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
         """Hold the directory for one operation (flock: per open file, so threads exclude)."""
         self.prepare()
-        with self._lock.open("a") as handle:
+        try:
+            handle = self._lock.open("a")
+        except OSError as exc:
+            raise self.unusable(exc) from None
+        with handle:
             fcntl.flock(handle, fcntl.LOCK_EX)
             try:
                 yield
@@ -104,7 +136,10 @@ class CloneDir:
     def empty(self) -> None:
         """Drop the object database (only in a directory this package marked as its own)."""
         if (self.path / MARKER).is_file() and self.repo.exists():
-            shutil.rmtree(self.repo)
+            try:
+                shutil.rmtree(self.repo)
+            except OSError as exc:
+                raise self.unusable(exc) from None
 
     def read_verdict(self) -> set[str]:
         try:
@@ -113,4 +148,7 @@ class CloneDir:
             return set()
 
     def clear_verdict(self) -> None:
-        self.verdict.write_text("")
+        try:
+            self.verdict.write_text("")
+        except OSError as exc:
+            raise self.unusable(exc) from None

@@ -7,8 +7,10 @@ specs with the same sentences. Building imports GitPython; discovery does not.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
+from dynconf.errors import BackendError, Origin
 from dynconf.plugins import hookimpl
 from dynconf.stores import (
     AuthMethod,
@@ -26,6 +28,7 @@ from dynconf_store_git.endpoint import (
     parse_ref,
     shown_endpoint,
 )
+from dynconf_store_git.transport import SYSTEM_KNOWN_HOSTS
 
 if TYPE_CHECKING:
     from dynconf_store_git.source import GitSource
@@ -47,8 +50,16 @@ AUTH_METHODS: Final[Mapping[str, AuthMethod]] = {
 }
 
 FORMATS: Final = ("json", "toml", "yaml", "ini", "properties", "env")
-SETTINGS: Final = ("cache_dir", "cache_max_bytes", "format", "known_hosts", "max_bytes")
+USE_PROXY: Final = "use_proxy"
+"""The setting that lets git use the environment's proxy while it carries a token (the
+spelling every store's HTTP policy uses)."""
+SETTINGS: Final = ("cache_dir", "cache_max_bytes", "format", "known_hosts", "max_bytes",
+                   USE_PROXY)  # fmt: skip
 """The ``extra`` keys a git spec accepts."""
+KNOWN_HOSTS_KEY: Final = "known_hosts"
+"""The file beside the ssh key (the ssh-secret Secret's key) that pins the host's key."""
+_TRUE: Final = frozenset({"true", "yes", "1", "on"})
+_FALSE: Final = frozenset({"false", "no", "0", "off"})
 
 
 def effective_auth(spec: StoreSpec) -> str:
@@ -70,6 +81,8 @@ class GitStoreType(StoreTypeBase):
     auth_methods = AUTH_METHODS
     blocking = True
     default_auth = "anonymous"
+    system_known_hosts: str = SYSTEM_KNOWN_HOSTS
+    """The image's host-key file (an attribute so a test can point it elsewhere)."""
 
     def credential_hint(self) -> str:
         return "a token (HTTP basic auth) or an ssh key"
@@ -89,11 +102,6 @@ class GitStoreType(StoreTypeBase):
             refusals.extend(self._tls_refusals(spec, endpoint))
         if spec.timeout is not None and spec.timeout <= 0:
             refusals.append("--timeout must be a positive number of seconds for git")
-        if spec.section:
-            refusals.append(
-                "git takes no --section: the key names one file, which is the whole document; "
-                "select inside it with the render's section instead"
-            )
         return refusals
 
     @staticmethod
@@ -128,6 +136,10 @@ class GitStoreType(StoreTypeBase):
             value = spec.extra.get(name)
             if value is not None and not value.startswith("/"):
                 refusals.append(f"{name}={value} must be an absolute path")
+        proxy = spec.extra.get(USE_PROXY)
+        if proxy is not None and proxy.strip().lower() not in _TRUE | _FALSE:
+            refusals.append(f"{USE_PROXY} for git must be true or false; leave it out to keep "
+                            "the default (off)")  # fmt: skip
         return refusals
 
     @staticmethod
@@ -201,19 +213,58 @@ class GitStoreType(StoreTypeBase):
         shown_ref = spec.ref if isinstance(ref, str) else str(ref)
         return f"git {shown_endpoint(spec.endpoint)} {shown_ref}:{spec.key}"
 
-    def build(self, spec: StoreSpec) -> GitSource:
-        """A source for ``spec``; refuses (BackendError) a spec :meth:`validate` refuses.
+    def pinned_hosts(self, spec: StoreSpec) -> str | None:
+        """The known_hosts file that pins an ssh server's key (None: the image's file alone).
 
-        No I/O: the cache directory is created and the repository initialised by the
-        first fetch.
+        In order: the ``known_hosts`` setting; a ``known_hosts`` file beside the ssh key
+        (the ssh-secret Secret's ``known_hosts`` key, mounted with the key); else the
+        image's :data:`~dynconf_store_git.transport.SYSTEM_KNOWN_HOSTS` when it has lines.
+        With none of them the spec is refused (:class:`BackendError`): ssh would have to
+        trust whatever key the first connection shows, and every new pod is a first use.
         """
-        from pathlib import Path
+        describe = self.describe(spec)
+        chosen = spec.extra.get("known_hosts")
+        if chosen is not None:
+            try:
+                Path(chosen).read_bytes()
+            except OSError as exc:
+                raise BackendError(
+                    f"{describe}: known_hosts={chosen} cannot be read ({exc.strerror}); mount "
+                    "the file or fix the setting",
+                    origin=Origin.remote(describe),
+                ) from None
+            return chosen
+        if spec.ssh_key:
+            beside = Path(spec.ssh_key).parent / KNOWN_HOSTS_KEY
+            if beside.is_file():
+                return str(beside)
+        try:
+            if Path(self.system_known_hosts).read_text().strip():
+                return None
+        except (OSError, UnicodeDecodeError):
+            pass
+        raise BackendError(
+            f"{describe}: git over ssh needs the server's host key pinned, and none is: add a "
+            f"`{KNOWN_HOSTS_KEY}` key to the ssh-secret Secret (kubectl create secret generic "
+            "<name> --from-file=ssh-privatekey=<key> --from-file=known_hosts=<file>, the "
+            "host's line checked against its published fingerprint), or bake "
+            f"{self.system_known_hosts} into the agent image, or set the known_hosts setting; "
+            "a host key is never trusted on first use",
+            origin=Origin.remote(describe),
+        )
 
+    def build(self, spec: StoreSpec) -> GitSource:
+        """A source for ``spec``; refuses (BackendError) a spec :meth:`validate` refuses,
+        and an ssh spec whose host key is not pinned (:meth:`pinned_hosts`).
+
+        The only I/O is looking for that pin: the cache directory is created and the
+        repository initialised by the first fetch.
+        """
         from dynconf_store_git.cache import (
             DEFAULT_MAX_BYTES,
             DEFAULT_MAX_PACKS,
             CloneDir,
-            default_cache_root,
+            cache_root,
         )
         from dynconf_store_git.credential import DEFAULT_USERNAME, Credential
         from dynconf_store_git.source import DEFAULT_MAX_FILE_BYTES, GitSource
@@ -224,6 +275,7 @@ class GitStoreType(StoreTypeBase):
         ref = parse_ref(spec.ref)
         assert not isinstance(endpoint, str)
         assert not isinstance(ref, str)
+        known_hosts = self.pinned_hosts(spec) if endpoint.kind is EndpointKind.SSH else None
         credential = Credential(
             method=effective_auth(spec),
             username=spec.auth_username or DEFAULT_USERNAME,
@@ -231,7 +283,7 @@ class GitStoreType(StoreTypeBase):
             token_path=spec.auth_token_path,
             ssh_key=spec.ssh_key,
         )
-        root = Path(spec.extra["cache_dir"]) if "cache_dir" in spec.extra else default_cache_root()
+        root = cache_root(spec.extra.get("cache_dir"), spec.state_dir)
         clone = CloneDir(root, endpoint.url, credential.identity())
         runner = GitRunner(
             endpoint,
@@ -240,7 +292,9 @@ class GitStoreType(StoreTypeBase):
             clone,
             describe=description,
             timeout=spec.timeout or DEFAULT_TIMEOUT,
-            known_hosts=spec.extra.get("known_hosts"),
+            known_hosts=known_hosts,
+            system_known_hosts=self.system_known_hosts,
+            use_proxy=spec.extra.get(USE_PROXY, "").strip().lower() in _TRUE,
         )
         format_name = (spec.extra.get("format") or format_from_key(spec.key) or "").lower()
         return GitSource(

@@ -12,12 +12,17 @@ Every call runs ``git`` with:
 - a credential helper that never answers: git asks a helper only when the server answered
   **401**, so the helper writes ``refused`` into the verdict file and tells git to quit.
   That file, not git's message text, is how a refused credential becomes ``AuthError``;
-- for ssh, a ``GIT_SSH_COMMAND`` with ``BatchMode=yes``, a known-hosts policy, and two hooks
+- for ssh, a ``GIT_SSH_COMMAND`` with ``BatchMode=yes``, ``StrictHostKeyChecking=yes``
+  against the pinned host keys only (never trust on first use), and two hooks
   that write the verdict: ``KnownHostsCommand`` runs once the server is reached (key
   exchange), ``LocalCommand`` once the session is authenticated. Reached but not
   authenticated is ``AuthError`` (the key was refused, or the host key did not match its
   pin); not reached is ``RemoteError``;
 - no redirects (``http.followRedirects=false``): a token is never carried to another host;
+- while a token rides along, no proxy: the proxy variables are dropped from the child's
+  environment and ``http.proxy`` is set empty (git's "no proxy"), so neither an inherited
+  ``http_proxy`` nor a pod's environment can route the ``Authorization`` header through a
+  third party; the ``use_proxy=true`` setting opts back in, for that store only;
 - a deadline: the whole process group is killed when ``timeout`` passes.
 
 Git's stderr is never quoted whole: only its last ``fatal:``/``error:`` line, with URL
@@ -45,8 +50,10 @@ from dynconf_store_git.cache import CloneDir
 from dynconf_store_git.credential import Credential
 from dynconf_store_git.endpoint import Endpoint, EndpointKind
 
-__all__ = ["DEFAULT_TIMEOUT", "GitRunner", "Outcome"]
+__all__ = ["DEFAULT_TIMEOUT", "SYSTEM_KNOWN_HOSTS", "GitRunner", "Outcome"]
 
+SYSTEM_KNOWN_HOSTS: Final = "/etc/ssh/ssh_known_hosts"
+"""The image's own host-key pins (where the book's custom agent image writes its line)."""
 DEFAULT_TIMEOUT: Final = 30.0
 """Seconds one git call (ls-remote, fetch) may take before its process group is killed."""
 
@@ -54,6 +61,8 @@ _HELPER: Final = (
     '!f() { cat >/dev/null; if [ "$1" = get ]; then '
     'echo refused >>"$DYNCONF_GIT_VERDICT"; echo quit=1; fi; }; f'
 )
+_PROXY_VARIABLES: Final = ("http_proxy", "https_proxy", "all_proxy", "no_proxy")
+"""curl's proxy variables (compared lower-cased, so ``HTTPS_PROXY`` goes too)."""
 _URLISH: Final = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"]+")
 
 log = logging.getLogger("dynconf.store.git")
@@ -81,6 +90,8 @@ class GitRunner:
         describe: str,
         timeout: float = DEFAULT_TIMEOUT,
         known_hosts: str | None = None,
+        system_known_hosts: str = SYSTEM_KNOWN_HOSTS,
+        use_proxy: bool = False,
     ) -> None:
         self.endpoint = endpoint
         self.credential = credential
@@ -89,6 +100,8 @@ class GitRunner:
         self._describe = describe
         self._timeout = timeout
         self._known_hosts = known_hosts
+        self._system_known_hosts = system_known_hosts
+        self._use_proxy = use_proxy
         found = shutil.which("git")
         self._git = found or "git"
         self._skip_warned = False
@@ -112,6 +125,8 @@ class GitRunner:
         if secret is not None:
             header = f"Authorization: {self.credential.authorization(secret)}"
             pairs.append(("http.extraHeader", header))
+            if not self._use_proxy:
+                pairs.append(("http.proxy", ""))  # empty: no proxy at all (git's own rule)
         if self.endpoint.kind is EndpointKind.HTTPS:
             if self._tls.ca_file:
                 pairs.append(("http.sslCAInfo", self._tls.ca_file))
@@ -129,16 +144,13 @@ class GitRunner:
     def ssh_command(self) -> str:
         """``GIT_SSH_COMMAND``: batch mode, the known-hosts policy, the verdict hooks, the key."""
         mark = str(self._clone.ssh_mark).replace("%", "%%")
-        if self._known_hosts:
-            hosts, strict = self._known_hosts, "yes"
-        else:
-            hosts, strict = str(self._clone.known_hosts), "accept-new"
         parts = [
             "ssh",
             "-o", "BatchMode=yes",
             "-o", f"ConnectTimeout={max(1, math.ceil(self._timeout))}",
-            "-o", f"UserKnownHostsFile={hosts}",
-            "-o", f"StrictHostKeyChecking={strict}",
+            "-o", f"UserKnownHostsFile={self._known_hosts or os.devnull}",
+            "-o", f"GlobalKnownHostsFile={self._system_known_hosts}",
+            "-o", "StrictHostKeyChecking=yes",
             "-o", f'KnownHostsCommand="{mark}" reached',
             "-o", "PermitLocalCommand=yes",
             "-o", f"LocalCommand={shlex.quote(mark)} authenticated",
@@ -148,10 +160,15 @@ class GitRunner:
         return " ".join(shlex.quote(part) for part in parts)
 
     def environment(self, secret: str | None) -> dict[str, str]:
+        """The child's environment: ours, minus every ``GIT_*`` variable, and minus the
+        proxy variables while a token rides along (unless ``use_proxy`` opted in)."""
+        dropped = _PROXY_VARIABLES if secret is not None and not self._use_proxy else ()
         env = {
             name: value
             for name, value in os.environ.items()
-            if not name.startswith("GIT_") and name not in ("SSH_ASKPASS", "SSH_ASKPASS_REQUIRE")
+            if not name.startswith("GIT_")
+            and name not in ("SSH_ASKPASS", "SSH_ASKPASS_REQUIRE")
+            and name.lower() not in dropped
         }
         pairs = self.config(secret)
         env.update(
@@ -236,7 +253,8 @@ class GitRunner:
             raise AuthError(
                 f"{self._describe}: {what}: the ssh server was reached but did not accept the "
                 "session: the key was refused (register it as a deploy key, check --ssh-key), "
-                "or the host key does not match the pinned known_hosts entry",
+                "or the server's host key is not the one pinned in known_hosts (or is not "
+                "listed there at all)",
                 origin=Origin.remote(self._describe),
             )
 

@@ -15,6 +15,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Final
 
@@ -24,7 +25,7 @@ import prometheus_client
 
 from dynconf.errors import DynconfError, MissingError
 from dynconf.follow import StoreDriver
-from dynconf.logs import configure_logging
+from dynconf.logs import configure_logging, console_entry
 from dynconf.plugins import LOCK_ENV, PluginLock, Registry, discover, load_locked, use_registry
 from dynconf.stores import Absent, Lease, StoreType
 from dynconf_k8s.agent.events import EVENT_DEADLINE, EventWriter
@@ -34,7 +35,7 @@ from dynconf_k8s.agent.metrics import AgentMetrics, AgentState
 from dynconf_k8s.agent.server import serve_metrics
 from dynconf_k8s.agent.tracing import Tracing, tracing_from_env
 
-__all__ = ["BAKED_LOCK", "main", "run"]
+__all__ = ["BAKED_LOCK", "main", "run", "store_state_dir"]
 
 BAKED_LOCK: Final = Path("/opt/dynamic-config/plugins.lock")
 """Where the agent image bakes its plugin lock; ``DYNCONF_PLUGIN_LOCK`` overrides it."""
@@ -78,6 +79,18 @@ def store_type(registry: Registry, source: str, lock_path: str | None) -> StoreT
     )
 
 
+def store_state_dir(settings: AgentSettings) -> Path:
+    """``<dir>/.<name>.store`` beside the main file: the store's private state (git's clone
+    cache), kept on the rendered volume like the file's ``.meta`` and ``.history``.
+
+    The injected agent has a read-only root file system and a home it cannot write; the
+    volume is the one place its pod lets it write, and an init agent's state is there for
+    the sidecar that follows it. The store creates the directory (0700) on first use.
+    """
+    out = settings.request.main.path
+    return out.with_name(f".{out.name}.store")
+
+
 def _usage_failure(message: str) -> int:
     sys.stderr.write(f"dynamic-config-agent: {message}\n\n{USAGE}")
     return 1
@@ -108,6 +121,9 @@ def run(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = N
     refusals = store.validate(settings.spec)
     if refusals:
         return _usage_failure("; ".join(refusals))
+    settings = replace(
+        settings, spec=replace(settings.spec, state_dir=str(store_state_dir(settings)))
+    )
     prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
     state = AgentState(
         max_staleness=settings.max_staleness,
@@ -260,6 +276,7 @@ def _one_malloc_arena() -> None:
         return
 
 
+@console_entry("dynamic-config-agent", hard_exit=True)
 def main() -> None:
     """Console entry point: exit with :func:`run`'s code without waiting on store threads.
 
