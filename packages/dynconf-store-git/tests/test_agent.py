@@ -12,8 +12,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -26,8 +29,11 @@ pytestmark = pytest.mark.git
 AGENT = Path(sys.executable).with_name("dynamic-config-agent")
 
 
-def run_read_only(args: list[str], volume: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    """The agent with every path read-only but ``volume``; root, so only the mounts stop it."""
+def read_only_command(
+    volume: Path, args: list[str], **env: str
+) -> tuple[list[str], dict[str, str]]:
+    """The command and environment that run the agent with every path read-only but
+    ``volume``; root, so only the mounts stop it."""
     if os.geteuid() != 0 or shutil.which("unshare") is None:
         pytest.skip("a private mount namespace needs root and unshare")
     volume.mkdir(parents=True, exist_ok=True)
@@ -41,11 +47,14 @@ def run_read_only(args: list[str], volume: Path, **env: str) -> subprocess.Compl
     child = {k: v for k, v in os.environ.items() if k not in ("XDG_CACHE_HOME", "TMPDIR")}
     child.pop("DYNCONF_PLUGIN_LOCK", None)
     child.update(HOME=str(volume.parent / "home-not-writable"), **env)
-    return subprocess.run(
-        ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, str(volume),
-         str(AGENT), *args],
-        capture_output=True, text=True, timeout=120, env=child,
-    )  # fmt: skip
+    command = ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, str(volume),
+               str(AGENT), *args]  # fmt: skip
+    return command, child
+
+
+def run_read_only(args: list[str], volume: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    command, child = read_only_command(volume, args, **env)
+    return subprocess.run(command, capture_output=True, text=True, timeout=120, env=child)
 
 
 def log_lines(result: subprocess.CompletedProcess[str]) -> list[dict[str, object]]:
@@ -95,3 +104,32 @@ def test_agent_refuses_ssh_without_a_pinned_host_key_in_one_line(tmp_path):
     [failed] = [line for line in log_lines(result) if line["event"] == "agent_failed"]
     assert "known_hosts" in str(failed["reason"])
     assert "ssh-secret" in str(failed["reason"])
+
+
+def test_sidecar_follows_git_with_a_read_only_root(repo, tmp_path):
+    volume = tmp_path / "config"
+    out = volume / "app.yaml"
+    command, env = read_only_command(
+        volume,
+        ["--source", "git", "--endpoint", repo.http_url, "--key", "app.yaml", "--out", str(out),
+         "--watch", "1"],
+    )  # fmt: skip
+    agent = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)  # fmt: skip
+    try:
+        wait_until(out.is_file, agent)
+        repo.commit({"app.yaml": "greeting: changed under a read-only root\n"})
+        wait_until(lambda: "changed under" in out.read_text(), agent)
+    finally:
+        agent.send_signal(signal.SIGTERM)
+        stdout, stderr = agent.communicate(timeout=30)
+    assert agent.returncode == 0, stdout + stderr
+    assert "Traceback" not in stderr
+
+
+def wait_until(done: Callable[[], bool], agent: subprocess.Popen[str], timeout: float = 45) -> None:
+    deadline = time.monotonic() + timeout
+    while not done():
+        assert agent.poll() is None, agent.communicate()
+        assert time.monotonic() < deadline, "the agent did not get there in time"
+        time.sleep(0.1)
