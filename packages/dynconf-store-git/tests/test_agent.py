@@ -4,7 +4,8 @@ The pod gives the agent a read-only root file system, a home it cannot write (ui
 one writable volume. Each run here is the console script in a private mount namespace where
 ``/`` (and ``/dev/shm``) are read-only and only the output directory is writable, with
 ``HOME`` pointing into the read-only tree: whatever the agent writes outside its volume fails
-there as it would in the pod.
+there as it would in the pod. The volume is also ``noexec``: nothing the agent keeps there
+may need to be executed.
 """
 
 from __future__ import annotations
@@ -40,9 +41,10 @@ def read_only_command(
     hide = ""
     if Path(SYSTEM_KNOWN_HOSTS).exists():  # the machine's own pins must not pin our hosts
         hide = f"mount --bind /dev/null {SYSTEM_KNOWN_HOSTS} && "
+    # the volume is writable but noexec, as a hardened node may mount an emptyDir
     script = (
-        f'mount --bind "$0" "$0" && {hide}mount -o remount,bind,ro / && '
-        'mount -o remount,bind,ro /dev/shm && exec "$@"'
+        f'mount --bind "$0" "$0" && mount -o remount,bind,noexec "$0" && {hide}'
+        'mount -o remount,bind,ro / && mount -o remount,bind,ro /dev/shm && exec "$@"'
     )
     child = {k: v for k, v in os.environ.items() if k not in ("XDG_CACHE_HOME", "TMPDIR")}
     child.pop("DYNCONF_PLUGIN_LOCK", None)
@@ -133,3 +135,22 @@ def wait_until(done: Callable[[], bool], agent: subprocess.Popen[str], timeout: 
         assert agent.poll() is None, agent.communicate()
         assert time.monotonic() < deadline, "the agent did not get there in time"
         time.sleep(0.1)
+
+
+def test_agent_reads_over_ssh_with_the_pin_from_the_ssh_secret(repo, ssh_server, tmp_path):
+    # the ssh-secret Secret as the webhook mounts it: the key, and its known_hosts beside it
+    secret = tmp_path / "etc-dynamic-config" / "ssh"
+    secret.mkdir(parents=True)
+    key = secret / "ssh-privatekey"
+    key.write_bytes(ssh_server.user_key.read_bytes())
+    os.chmod(key, 0o400)
+    kind, public = ssh_server.host_key_pub.read_text().split()[:2]
+    (secret / "known_hosts").write_text(f"[127.0.0.1]:{ssh_server.port} {kind} {public}\n")
+    volume = tmp_path / "config"
+    result = run_read_only(
+        ["--source", "git", "--endpoint", ssh_server.url(repo), "--key", "app.yaml",
+         "--ssh-key", str(key), "--out", str(volume / "app.yaml")],
+        volume,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert yaml.safe_load((volume / "app.yaml").read_text()) == {"greeting": "hello"}

@@ -151,9 +151,11 @@ class GitRunner:
             "-o", f"UserKnownHostsFile={self._known_hosts or os.devnull}",
             "-o", f"GlobalKnownHostsFile={self._system_known_hosts}",
             "-o", "StrictHostKeyChecking=yes",
-            "-o", f'KnownHostsCommand="{mark}" reached',
+            # the hook runs through /bin/sh, not its exec bit: the cache may sit on a volume
+            # mounted noexec (the agent's is the pod's shared volume)
+            "-o", f'KnownHostsCommand=/bin/sh "{mark}" reached',
             "-o", "PermitLocalCommand=yes",
-            "-o", f"LocalCommand={shlex.quote(mark)} authenticated",
+            "-o", f"LocalCommand=/bin/sh {shlex.quote(mark)} authenticated",
         ]  # fmt: skip
         if self.credential.method == "ssh-key" and self.credential.ssh_key:
             parts += ["-i", self.credential.ssh_key, "-o", "IdentitiesOnly=yes"]
