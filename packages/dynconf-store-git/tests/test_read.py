@@ -7,7 +7,7 @@ import stat
 
 import pytest
 
-from dynconf.errors import RemoteError
+from dynconf.errors import IoError, RemoteError
 from dynconf.stores import ABSENT, Fetched, WatchCapability
 
 from .conftest import git
@@ -132,3 +132,23 @@ def test_unreachable_host_is_a_prompt_remote_error(make_source):
     with pytest.raises(RemoteError, match="ls-remote"):
         make_source("http://127.0.0.1:1/nothing.git", timeout=5.0).fetch()
     assert time.monotonic() - started < 5
+
+
+def test_cache_that_cannot_be_written_is_an_io_error_naming_the_fix(repo, make_source, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("a file where the cache's parent directory should be\n")
+    source = make_source(repo.http_url, extra={"cache_dir": str(blocker / "cache")})
+    with pytest.raises(IoError, match=r"cannot be written .* set the cache_dir setting"):
+        source.fetch()
+
+
+def test_state_dir_holds_the_cache_when_no_cache_dir_is_set(repo, tmp_path):
+    from dynconf.stores import StoreSpec
+    from dynconf_store_git.plugin import GIT_STORE
+
+    state = tmp_path / ".app.yaml.store"
+    spec = StoreSpec(source="git", endpoint=repo.http_url, key="app.yaml", state_dir=str(state))
+    source = GIT_STORE.build(spec)
+    assert source.fetch().text == "greeting: hello\n"
+    [clone] = (state / "git").iterdir()
+    assert (clone / "repo.git" / "HEAD").is_file()
