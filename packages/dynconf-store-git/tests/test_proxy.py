@@ -10,6 +10,7 @@ when the store is allowed to use it.
 from __future__ import annotations
 
 import contextlib
+import logging
 import socket
 import threading
 from collections.abc import Iterator
@@ -98,12 +99,16 @@ def point_proxies_at(monkeypatch, proxy: Trap) -> None:
 
 
 def test_token_never_goes_through_an_environment_proxy(repo, git_server, make_source, trap,
-                                                       monkeypatch):  # fmt: skip
+                                                       monkeypatch, caplog):  # fmt: skip
     proxy = trap("127.0.0.2").start()
     point_proxies_at(monkeypatch, proxy)
     source = token_source(make_source, repo, git_server)
-    assert source.fetch().text == "greeting: hello\n"  # straight to the repository
+    with caplog.at_level(logging.WARNING, logger="dynconf.store"):
+        assert source.fetch().text == "greeting: hello\n"  # straight to the repository
     assert proxy.heads == []
+    [ignored] = [r for r in caplog.records if r.getMessage() == "store_proxy_ignored"]
+    assert "HTTPS_PROXY" in ignored.variables  # type: ignore[attr-defined]
+    assert "127.0.0.2" not in str(vars(ignored))  # names only, never the values
 
 
 def test_use_proxy_opts_in_to_the_environment_proxy(repo, git_server, make_source, trap,

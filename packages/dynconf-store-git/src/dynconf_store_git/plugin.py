@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Final
 
 from dynconf.errors import BackendError, Origin
 from dynconf.plugins import hookimpl
+from dynconf.store_http import USE_PROXY, HttpPolicy
 from dynconf.stores import (
     AuthMethod,
     StoreSpec,
@@ -50,16 +51,11 @@ AUTH_METHODS: Final[Mapping[str, AuthMethod]] = {
 }
 
 FORMATS: Final = ("json", "toml", "yaml", "ini", "properties", "env")
-USE_PROXY: Final = "use_proxy"
-"""The setting that lets git use the environment's proxy while it carries a token (the
-spelling every store's HTTP policy uses)."""
 SETTINGS: Final = ("cache_dir", "cache_max_bytes", "format", "known_hosts", "max_bytes",
                    USE_PROXY)  # fmt: skip
 """The ``extra`` keys a git spec accepts."""
 KNOWN_HOSTS_KEY: Final = "known_hosts"
 """The file beside the ssh key (the ssh-secret Secret's key) that pins the host's key."""
-_TRUE: Final = frozenset({"true", "yes", "1", "on"})
-_FALSE: Final = frozenset({"false", "no", "0", "off"})
 
 
 def effective_auth(spec: StoreSpec) -> str:
@@ -136,10 +132,6 @@ class GitStoreType(StoreTypeBase):
             value = spec.extra.get(name)
             if value is not None and not value.startswith("/"):
                 refusals.append(f"{name}={value} must be an absolute path")
-        proxy = spec.extra.get(USE_PROXY)
-        if proxy is not None and proxy.strip().lower() not in _TRUE | _FALSE:
-            refusals.append(f"{USE_PROXY} for git must be true or false; leave it out to keep "
-                            "the default (off)")  # fmt: skip
         return refusals
 
     @staticmethod
@@ -294,7 +286,7 @@ class GitStoreType(StoreTypeBase):
             timeout=spec.timeout or DEFAULT_TIMEOUT,
             known_hosts=known_hosts,
             system_known_hosts=self.system_known_hosts,
-            use_proxy=spec.extra.get(USE_PROXY, "").strip().lower() in _TRUE,
+            use_proxy=HttpPolicy.from_settings(spec.extra).use_proxy,
         )
         format_name = (spec.extra.get("format") or format_from_key(spec.key) or "").lower()
         return GitSource(

@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Final
 
 from dynconf.errors import AuthError, Origin, RemoteError
+from dynconf.store_http import PROXY_VARIABLES, note_ignored_proxy
 from dynconf.stores import TlsSettings, redact_url
 from dynconf_store_git.cache import CloneDir
 from dynconf_store_git.credential import Credential
@@ -61,8 +62,8 @@ _HELPER: Final = (
     '!f() { cat >/dev/null; if [ "$1" = get ]; then '
     'echo refused >>"$DYNCONF_GIT_VERDICT"; echo quit=1; fi; }; f'
 )
-_PROXY_VARIABLES: Final = ("http_proxy", "https_proxy", "all_proxy", "no_proxy")
-"""curl's proxy variables (compared lower-cased, so ``HTTPS_PROXY`` goes too)."""
+_PROXY_VARIABLES: Final = frozenset(name.lower() for name in PROXY_VARIABLES)
+"""The proxy variables of the store HTTP policy, compared lower-cased (curl reads both cases)."""
 _URLISH: Final = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"]+")
 
 log = logging.getLogger("dynconf.store.git")
@@ -164,7 +165,10 @@ class GitRunner:
     def environment(self, secret: str | None) -> dict[str, str]:
         """The child's environment: ours, minus every ``GIT_*`` variable, and minus the
         proxy variables while a token rides along (unless ``use_proxy`` opted in)."""
-        dropped = _PROXY_VARIABLES if secret is not None and not self._use_proxy else ()
+        dropped: frozenset[str] = frozenset()
+        if secret is not None and not self._use_proxy:
+            dropped = _PROXY_VARIABLES
+            note_ignored_proxy(self._describe)
         env = {
             name: value
             for name, value in os.environ.items()
