@@ -204,3 +204,42 @@ def test_a_change_between_the_first_fetch_and_the_prime_reaches_the_volume(
         anyio.run(scenario)
     finally:
         use_registry(None)
+
+
+def test_node_agent_lends_git_its_state_dir_when_home_is_unwritable(
+    git: Harness, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The node agent's root and home are read-only: git clones under ``<state-dir>/stores``."""
+    from dynconf_k8s.node.service import NodeAgent, NodeSettings
+
+    for name, value in git.env.items():
+        if value is None:
+            monkeypatch.delenv(name, raising=False)
+        else:
+            monkeypatch.setenv(name, value)
+    unwritable = tmp_path / "home"
+    unwritable.mkdir(mode=0o500)
+    monkeypatch.setenv("HOME", str(unwritable))
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    git.put({"v": 1})
+    target = tmp_path / "mount"
+    target.mkdir()
+    state = tmp_path / "state"
+    registry = discover()
+    use_registry(registry)
+    settings = NodeSettings(node_id="n", socket=tmp_path / "csi.sock", state_dir=state)
+
+    async def scenario() -> None:
+        async with anyio.create_task_group() as tg:
+            agent = NodeAgent(settings, registry, lambda build: Documents(build, tg))
+            assert await agent.documents.claim(volume_of(git, target))
+            assert json.loads((target / "conf" / "c.json").read_text()) == {"v": 1}
+            await agent.documents.close()
+            tg.cancel_scope.cancel()
+
+    try:
+        anyio.run(scenario)
+    finally:
+        use_registry(None)
+    assert any((state / "stores" / "git").iterdir())
+    assert not any(unwritable.iterdir())

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Final
@@ -91,7 +91,19 @@ class NodeAgent:
             raise VolumeRefused(str(error)) from None
 
     def _build(self, volume: VolumeSpec) -> StoreDriver:
-        return StoreDriver(self._store(volume).build(volume.store))
+        spec = replace(volume.store, state_dir=str(self.store_state_dir))
+        return StoreDriver(self._store(volume).build(spec))
+
+    @property
+    def store_state_dir(self) -> Path:
+        """``<state-dir>/stores``: the state a store keeps (git's clones), lent by the node agent.
+
+        The node agent's root file system is read-only and its home unwritable; its state
+        directory (a hostPath the DaemonSet mounts) is where it may write. Stores key what
+        they keep there by endpoint and credential, so documents never share a clone across
+        credentials.
+        """
+        return self.settings.state_dir / "stores"
 
     def check(
         self, target: str, attributes: Mapping[str, str], secrets: Mapping[str, str]
