@@ -26,12 +26,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from tests.fuzz import test_admission, test_csi, test_formats, test_notify, test_templates  # noqa: E402
-import tests.fuzz.profiles  # noqa: E402, F401 - registers the long profile
-from tests.fuzz.support import Violation, redact, summarise, worker  # noqa: E402
+import tests.fuzz.profiles  # noqa: F401 - registers the long profile
+from tests.fuzz import test_admission, test_csi, test_formats, test_notify, test_templates
+from tests.fuzz.support import Violation, redact, summarise, worker
 
 CLASSES: dict[str, tuple[st.SearchStrategy[Any], Callable[[Any], None]]] = {
     "admission": (test_admission.reviews(), test_admission.check_review),
@@ -88,8 +88,10 @@ def main(argv: list[str] | None = None) -> int:
         for name in names:
             tallies[name] = run(name, options.examples)
             tally = tallies[name]
-            print(f"{name}: {tally.tried} tried, {tally.failed} failed ({tally.seconds:.0f} s)",
-                  flush=True)  # fmt: skip
+            print(
+                f"{name}: {tally.tried} tried, {tally.failed} failed ({tally.seconds:.0f} s)",
+                flush=True,
+            )
     finally:
         worker().stop()
     print()

@@ -16,6 +16,7 @@ replaced, so a report can be pasted anywhere.
 from __future__ import annotations
 
 import copy
+import functools
 import multiprocessing
 import os
 import resource
@@ -272,15 +273,10 @@ class Bounded:
         return Outcome("timeout", None, time.monotonic() - started)
 
 
-_WORKER: Bounded | None = None
-
-
+@functools.cache
 def worker() -> Bounded:
-    """The process-wide bounded worker (started on first use, one per test process)."""
-    global _WORKER
-    if _WORKER is None:
-        _WORKER = Bounded()
-    return _WORKER
+    """The process-wide bounded worker (its child starts on first use, one per test process)."""
+    return Bounded()
 
 
 def raised(error: BaseException) -> tuple[str, str, tuple[str, ...]]:

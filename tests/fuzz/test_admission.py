@@ -69,16 +69,42 @@ CANONICAL = {
 
 PLAUSIBLE: dict[str, list[str]] = {
     "inject": ["true", "false"],
-    "source": ["consul", "vault", "config-server", "firestore", "git", "redis", "etcd", "nats",
-               "s3", "file"],
-    "endpoint": ["http://consul:8500", "https://vault:8200", "redis://r:6379",
-                 f"https://alice:{PASSWORD}@vault.internal:8200/v1", "bucket",
-                 "git@github.com:acme/config.git"],
+    "source": [
+        "consul",
+        "vault",
+        "config-server",
+        "firestore",
+        "git",
+        "redis",
+        "etcd",
+        "nats",
+        "s3",
+        "file",
+    ],
+    "endpoint": [
+        "http://consul:8500",
+        "https://vault:8200",
+        "redis://r:6379",
+        f"https://alice:{PASSWORD}@vault.internal:8200/v1",
+        "bucket",
+        "git@github.com:acme/config.git",
+    ],
     "endpoint-secret": ["consul/url"],
     "key": ["myapp/config.json", "a.yaml", "secret/app", "prod/db.json"],
-    "path": ["/config/rendered.toml", "/config/app.json", "/config/a.yaml", "/config/x.env",
-             "/config/app.properties", "/config/out.ini", "/config/out.txt", " ", "/",
-             "relative.json", "/config/../etc/x.json", "/config/a,mode=0666.json"],
+    "path": [
+        "/config/rendered.toml",
+        "/config/app.json",
+        "/config/a.yaml",
+        "/config/x.env",
+        "/config/app.properties",
+        "/config/out.ini",
+        "/config/out.txt",
+        " ",
+        "/",
+        "relative.json",
+        "/config/../etc/x.json",
+        "/config/a,mode=0666.json",
+    ],
     "mode": ["init", "sidecar", "both"],
     "watch-seconds": ["0", "1", "15", "86400", "1.5"],
     "timeout": ["1", "30", "0"],
@@ -89,10 +115,18 @@ PLAUSIBLE: dict[str, list[str]] = {
     "template-configmap": ["tpl", "tpl/template"],
     "file-mode": ["0440", "0600", "0640", "0666", "0777", "440", "888"],
     "metrics-port": ["0", "9110", "65535", "70000"],
-    "notify-http": ["http://127.0.0.1:8080/-/reload", "http://localhost:9/x", "http://[::1]:80/",
-                    f"http://u:{PASSWORD}@127.0.0.1:8080/"],
-    "agent-env": ["RUST_LOG=debug", f"DB_PASSWORD={PASSWORD}", f"A=1, B={PASSWORD}",
-                  "HTTPS_PROXY=http://proxy:3128"],
+    "notify-http": [
+        "http://127.0.0.1:8080/-/reload",
+        "http://localhost:9/x",
+        "http://[::1]:80/",
+        f"http://u:{PASSWORD}@127.0.0.1:8080/",
+    ],
+    "agent-env": [
+        "RUST_LOG=debug",
+        f"DB_PASSWORD={PASSWORD}",
+        f"A=1, B={PASSWORD}",
+        "HTTPS_PROXY=http://proxy:3128",
+    ],
     "inject-containers": ["app", "app,side", "nope"],
     "env-inject": ["app", "nope"],
     "history": ["0", "3", "10", "11"],
@@ -106,29 +140,71 @@ PLAUSIBLE: dict[str, list[str]] = {
     "api-url": ["https://firestore.googleapis.com", f"https://k:{PASSWORD}@s3.example"],
     "ref": ["main", "branch:main", "tag:v1", "commit:0123abcd"],
     "class": ["default", "nope"],
-}  # fmt: skip
+}
 BOOLEAN_KEYS = [k.name for k in KEYS if k.form == '"true" or "false"']
 SECRET_REF_KEYS = [k.name for k in KEYS if k.form == "<secret-name>/<key>"]
 
 HOSTILE = st.one_of(
     st.sampled_from(
         [
-            "", " ", "\t", "\n", "\r\n", "\x00", "\x1b[31m", "\u202e", "\ud800", "\ufeff",
-            ",", "=", ",mode=0666", "out=/etc/passwd", "a,b=c", "x=y,z", "--token", "-x",
-            "0", "-1", "2147483648", "4294967296", "99999999999999999999", "٣", "１２", "0x10",
-            "true\n", "${HOME}", "$(id)", "`id`", "; rm -rf /", "a b", "..", "/..", "~",
-            "日本語", "😀", "\\", "'", '"', "null", "{}", "[]",
+            "",
+            " ",
+            "\t",
+            "\n",
+            "\r\n",
+            "\x00",
+            "\x1b[31m",
+            "\u202e",
+            "\ud800",
+            "\ufeff",
+            ",",
+            "=",
+            ",mode=0666",
+            "out=/etc/passwd",
+            "a,b=c",
+            "x=y,z",
+            "--token",
+            "-x",
+            "0",
+            "-1",
+            "2147483648",
+            "4294967296",
+            "99999999999999999999",
+            "٣",
+            "\uff11\uff12",
+            "0x10",
+            "true\n",
+            "${HOME}",
+            "$(id)",
+            "`id`",
+            "; rm -rf /",
+            "a b",
+            "..",
+            "/..",
+            "~",
+            "日本語",
+            "😀",
+            "\\",
+            "'",
+            '"',
+            "null",
+            "{}",
+            "[]",
         ]
-    ),  # fmt: skip
+    ),
     st.text(st.characters(), max_size=40),
     st.sampled_from([1024, 65536, 200_000]).map(lambda n: "x" * n),
     st.sampled_from([1024, 65536]).map(lambda n: "a=b," * n),
     st.sampled_from(list(PLAUSIBLE.values())).flatmap(st.sampled_from).map(lambda v: v + ",x=y"),
 )
 WRONG_TYPES = st.one_of(
-    st.integers(), st.floats(), st.booleans(), st.none(), st.lists(st.integers(), max_size=2),
+    st.integers(),
+    st.floats(),
+    st.booleans(),
+    st.none(),
+    st.lists(st.integers(), max_size=2),
     st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
-)  # fmt: skip
+)
 
 
 ALSO_VALUES = [
@@ -189,8 +265,11 @@ def annotation_entries(draw: st.DrawFn, hostile: bool = True) -> tuple[str, Any]
 
 @st.composite
 def annotations(draw: st.DrawFn) -> Any:
-    shape = draw(st.sampled_from(["plausible", "plausible", "canonical", "canonical", "also",
-                                  "random", "wrong"]))  # fmt: skip
+    shape = draw(
+        st.sampled_from(
+            ["plausible", "plausible", "canonical", "canonical", "also", "random", "wrong"]
+        )
+    )
     if shape == "wrong":
         return draw(st.one_of(WRONG_TYPES, st.text(max_size=5)))
     result: dict[Any, Any] = {}
@@ -203,10 +282,12 @@ def annotations(draw: st.DrawFn) -> Any:
         result[key] = value
     if shape == "also":
         result = {PREFIX + k: v for k, v in CANONICAL.items()} | result
-        for suffix in draw(st.lists(st.sampled_from(["db", "cache", "a-1"]), min_size=1,
-                                    max_size=2, unique=True)):  # fmt: skip
-            result[f"{PREFIX}{ALSO}.{suffix}"] = draw(st.one_of(st.sampled_from(ALSO_VALUES),
-                                                                HOSTILE))  # fmt: skip
+        for suffix in draw(
+            st.lists(st.sampled_from(["db", "cache", "a-1"]), min_size=1, max_size=2, unique=True)
+        ):
+            result[f"{PREFIX}{ALSO}.{suffix}"] = draw(
+                st.one_of(st.sampled_from(ALSO_VALUES), HOSTILE)
+            )
             if not _usually(draw, 3):
                 result[f"{PREFIX}{ALSO_SECTION}.{suffix}"] = draw(
                     st.one_of(st.sampled_from(ALSO_SECTION_VALUES), HOSTILE)
@@ -222,10 +303,11 @@ CONTAINER = st.one_of(
         optional={
             "command": st.one_of(st.just(["/bin/app"]), WRONG_TYPES),
             "args": st.just(["--x"]),
-            "volumeMounts": st.one_of(st.just([{"name": "v", "mountPath": "/config"}]),
-                                      st.just([])),
+            "volumeMounts": st.one_of(
+                st.just([{"name": "v", "mountPath": "/config"}]), st.just([])
+            ),
         },
-    ),  # fmt: skip
+    ),
     WRONG_TYPES,
     st.just({}),
 )
@@ -260,9 +342,14 @@ def pods(draw: st.DrawFn) -> Any:
 
 
 UIDS = st.one_of(
-    st.uuids().map(str), st.text(max_size=10), st.integers(), st.none(), st.booleans(),
-    st.floats(allow_nan=False), st.lists(st.integers(), max_size=2),
-)  # fmt: skip
+    st.uuids().map(str),
+    st.text(max_size=10),
+    st.integers(),
+    st.none(),
+    st.booleans(),
+    st.floats(allow_nan=False),
+    st.lists(st.integers(), max_size=2),
+)
 MISSING = object()
 
 
@@ -321,8 +408,11 @@ def check_well_formed(installation: str, review: Any) -> dict[str, Any]:
     except (TypeError, ValueError, UnicodeError) as error:
         raise Violation("response does not serialise as UTF-8 JSON", type(error).__name__) from None
     uid = _request_uid(review)
-    require(isinstance(response.get("uid"), str), "response uid is not a string",
-            type(response.get("uid")).__name__)  # fmt: skip
+    require(
+        isinstance(response.get("uid"), str),
+        "response uid is not a string",
+        type(response.get("uid")).__name__,
+    )
     if isinstance(uid, str):
         require(response["uid"] == uid, "response uid differs from the request's")
     elif isinstance(uid, int) and not isinstance(uid, bool):
@@ -331,8 +421,9 @@ def check_well_formed(installation: str, review: Any) -> dict[str, Any]:
     if not response["allowed"]:
         status = response.get("status")
         require(isinstance(status, dict), "refusal has no status")
-        require(isinstance(status.get("message"), str) and status["message"],
-                "refusal has no message")  # fmt: skip
+        require(
+            isinstance(status.get("message"), str) and status["message"], "refusal has no message"
+        )
         require("patch" not in response, "refusal carries a patch")
     if "patch" in response:
         require(response.get("patchType") == "JSONPatch", "patch without patchType JSONPatch")
@@ -383,21 +474,28 @@ def check_patch(installation: str, review: Any, response: Mapping[str, Any]) -> 
     require(agents, "patch injects no agent container")
     for container in agents:
         args = container["args"]
-        require(isinstance(args, list) and all(isinstance(a, str) for a in args),
-                "agent args are not a list of strings")  # fmt: skip
+        require(
+            isinstance(args, list) and all(isinstance(a, str) for a in args),
+            "agent args are not a list of strings",
+        )
         try:
             settings = parse_args(args, _environment(container))
         except UsageError as error:
             flag = next((w for w in str(error).split() if w.startswith("--")), "argument vector")
-            raise Violation(f"the agent refuses an admitted {flag}",
-                            redact(str(error), 160)) from None  # fmt: skip
+            raise Violation(
+                f"the agent refuses an admitted {flag}", redact(str(error), 160)
+            ) from None
         except Exception as error:
-            raise Violation(f"the agent's parser raised {type(error).__name__}",
-                            redact(str(error), 160)) from None  # fmt: skip
+            raise Violation(
+                f"the agent's parser raised {type(error).__name__}", redact(str(error), 160)
+            ) from None
         if installation == "pinned-mode":
             for output in settings.request.outputs:
-                require(output.mode == PINNED_MODE, "a file escapes the pinned file-mode",
-                        f"mode {output.mode!r}")  # fmt: skip
+                require(
+                    output.mode == PINNED_MODE,
+                    "a file escapes the pinned file-mode",
+                    f"mode {output.mode!r}",
+                )
 
 
 def check_no_planted_credential(response: Mapping[str, Any]) -> None:
@@ -405,8 +503,10 @@ def check_no_planted_credential(response: Mapping[str, Any]) -> None:
     status = response.get("status") or {}
     texts = [status.get("message") or "", *(response.get("warnings") or [])]
     for text in texts:
-        require(leaked(str(text), (PASSWORD,)) is None,
-                "a refusal or warning repeats a planted credential")  # fmt: skip
+        require(
+            leaked(str(text), (PASSWORD,)) is None,
+            "a refusal or warning repeats a planted credential",
+        )
 
 
 def check_review(case: tuple[str, Any]) -> None:

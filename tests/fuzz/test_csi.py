@@ -43,27 +43,66 @@ LONG_VALUES = st.sampled_from([2_000, 20_000, 100_000]).map(
 PLAUSIBLE: dict[str, list[str]] = {
     "source": ["consul", "vault", "redis", "etcd", "git", "s3", "nats", "file", "zookeeper"],
     "key": ["myapp/config.json", "a.yaml"],
-    "path": ["app.json", "conf/app.toml", "a.yaml", "../x.json", "/etc/x.json", "a/../../b.json",
-             "", " ", ".", "conf/", "\x00.json", "a\\..\\b.json", "x.txt"],
+    "path": [
+        "app.json",
+        "conf/app.toml",
+        "a.yaml",
+        "../x.json",
+        "/etc/x.json",
+        "a/../../b.json",
+        "",
+        " ",
+        ".",
+        "conf/",
+        "\x00.json",
+        "a\\..\\b.json",
+        "x.txt",
+    ],
     "endpoint": ["http://consul:8500", "https://vault:8200", "redis://r:6379", "bucket"],
     "watch-seconds": ["15", "0", "-1", "1.5", "٣", "99999999999999999999"],
     "file-mode": ["0640", "0440", "888", "7777", "044"],
     "auth": ["token", "kubernetes", "approle"],
     "ref": ["main", "tag:v1"],
-}  # fmt: skip
+}
 HOSTILE = st.one_of(
-    st.sampled_from(["", " ", "\n", "\r\n", "\x00", ",", "=", "a,mode=0666", "--token", "٣",
-                     "日本語", "😀", "\\", "..", "/", "%2e%2e"]),
+    st.sampled_from(
+        [
+            "",
+            " ",
+            "\n",
+            "\r\n",
+            "\x00",
+            ",",
+            "=",
+            "a,mode=0666",
+            "--token",
+            "٣",
+            "日本語",
+            "😀",
+            "\\",
+            "..",
+            "/",
+            "%2e%2e",
+        ]
+    ),
     st.text(st.characters(exclude_categories=("Cs",)), max_size=40),
     LONG_VALUES,
-)  # fmt: skip
+)
 NAMES = st.one_of(
     st.sampled_from([*REQUIRED, *OPTIONAL]),
     st.sampled_from(sorted(NOT_HERE)),
-    st.sampled_from([f"{KUBELET_PREFIX}pod.name", f"{KUBELET_PREFIX}pod.namespace",
-                     f"{KUBELET_PREFIX}ephemeral", "unknown", "Source", "x" * 300]),
+    st.sampled_from(
+        [
+            f"{KUBELET_PREFIX}pod.name",
+            f"{KUBELET_PREFIX}pod.namespace",
+            f"{KUBELET_PREFIX}ephemeral",
+            "unknown",
+            "Source",
+            "x" * 300,
+        ]
+    ),
     LONG_VALUES,
-)  # fmt: skip
+)
 
 
 def _value(name: str) -> st.SearchStrategy[str]:
@@ -78,8 +117,12 @@ def volumes(draw: st.DrawFn) -> tuple[dict[str, str], dict[str, str]]:
     """``(attributes, secrets)`` for one publish request, mostly close to a valid volume."""
     attributes: dict[str, str] = {}
     if draw(st.sampled_from([True, True, True, False])):
-        attributes = {"source": "consul", "key": "myapp/config.json", "path": "app.json",
-                      "endpoint": "http://consul:8500"}  # fmt: skip
+        attributes = {
+            "source": "consul",
+            "key": "myapp/config.json",
+            "path": "app.json",
+            "endpoint": "http://consul:8500",
+        }
     for name in draw(st.lists(NAMES, max_size=5)):
         attributes[name] = draw(_value(name))
     secrets = draw(
@@ -106,19 +149,24 @@ def check_volume(case: tuple[dict[str, str], dict[str, str]]) -> None:
         spec: Any = parse_volume(target, attributes, secrets)
     except VolumeRefused as refusal:
         message = str(refusal)
-        require(len(message) <= MESSAGE_LIMIT, "a CSI refusal is longer than 1 KiB",
-                f"{len(message)} characters")  # fmt: skip
+        require(
+            len(message) <= MESSAGE_LIMIT,
+            "a CSI refusal is longer than 1 KiB",
+            f"{len(message)} characters",
+        )
         for value in attributes.values():
             if len(value) > 200:
                 require(value not in message, "a CSI refusal echoes a long attribute value")
         require(leaked(message) is None, "a CSI refusal carries a Secret's value")
         return
     except Exception as error:
-        raise Violation(f"parse_volume raised {type(error).__name__}",
-                        redact(str(error), 160)) from None  # fmt: skip
+        raise Violation(
+            f"parse_volume raised {type(error).__name__}", redact(str(error), 160)
+        ) from None
     out = os.path.normpath(spec.out)
-    require(out.startswith(str(target) + os.sep), "an accepted volume writes outside it",
-            redact(out))  # fmt: skip
+    require(
+        out.startswith(str(target) + os.sep), "an accepted volume writes outside it", redact(out)
+    )
 
 
 @fuzz_settings(3)

@@ -80,12 +80,11 @@ def _json_value(draw: st.DrawFn) -> str:
 @st.composite
 def json_texts(draw: st.DrawFn) -> str:
     value = draw(_json_value())
-    body = draw(
+    return draw(
         st.sampled_from(
-            [f'{{"p": "{SECRET}", "a": {value}}}', f"{{\"a\": {value}}}", value, "\ufeff" + value]
+            [f'{{"p": "{SECRET}", "a": {value}}}', f'{{"a": {value}}}', value, "\ufeff" + value]
         )
     )
-    return body
 
 
 @st.composite
@@ -234,9 +233,9 @@ _SOUP = {
 
 def texts(format_name: str) -> st.SearchStrategy[str]:
     """Hostile structures, grammar soup and random text for one format."""
-    soup = st.lists(
-        st.one_of(st.sampled_from(_SOUP[format_name]), HOSTILE_CHARS), max_size=60
-    ).map("".join)
+    soup = st.lists(st.one_of(st.sampled_from(_SOUP[format_name]), HOSTILE_CHARS), max_size=60).map(
+        "".join
+    )
     return st.one_of(_HOSTILE[format_name], _HOSTILE[format_name], soup, ANY_TEXT)
 
 
@@ -255,12 +254,21 @@ def check_document(case: tuple[str, str], *, render: bool = True) -> None:
     """Every promise for one ``(format, text)``; raises :class:`Violation`."""
     format_name, text = case
     outcome = worker().call(parse_and_render, format_name, text, deadline=EXAMPLE_SECONDS)
-    require(outcome.status != "timeout", f"{format_name} parse/render past its time bound",
-            f"> {EXAMPLE_SECONDS:.0f} s")  # fmt: skip
-    require(outcome.status == "ok", f"{format_name} parse/render killed the process",
-            f"exit code {outcome.exitcode}")  # fmt: skip
-    require(outcome.peak_bytes <= PEAK_LIMIT, f"{format_name} parse/render past its memory bound",
-            f"peak {outcome.peak_bytes // MiB} MiB")  # fmt: skip
+    require(
+        outcome.status != "timeout",
+        f"{format_name} parse/render past its time bound",
+        f"> {EXAMPLE_SECONDS:.0f} s",
+    )
+    require(
+        outcome.status == "ok",
+        f"{format_name} parse/render killed the process",
+        f"exit code {outcome.exitcode}",
+    )
+    require(
+        outcome.peak_bytes <= PEAK_LIMIT,
+        f"{format_name} parse/render past its memory bound",
+        f"peak {outcome.peak_bytes // MiB} MiB",
+    )
     result = outcome.value
     if result["parse"][0] == "raised":
         _judge_raised(result["parse"], f"{format_name} parse")

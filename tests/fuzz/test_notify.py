@@ -31,29 +31,91 @@ pytestmark = pytest.mark.fuzz
 
 INSTALLATION = parse_installation({})
 HOSTS = st.sampled_from(
-    ["127.0.0.1", "localhost", "[::1]", "::1", "LOCALHOST", "127.0.0.2", "example.com",
-     "u@127.0.0.1", "127.0.0.1@evil", "127.0.0.1#@evil", "[::1", "0", "", "ｌｏｃａｌｈｏｓｔ"]
-)  # fmt: skip
+    [
+        "127.0.0.1",
+        "localhost",
+        "[::1]",
+        "::1",
+        "LOCALHOST",
+        "127.0.0.2",
+        "example.com",
+        "u@127.0.0.1",
+        "127.0.0.1@evil",
+        "127.0.0.1#@evil",
+        "[::1",
+        "0",
+        "",
+        "\uff4c\uff4f\uff43\uff41\uff4c\uff48\uff4f\uff53\uff54",
+    ]
+)
 PORTS = st.one_of(
-    st.sampled_from(["8080", "1", "65535", "0", "65536", "٣٣", "１２", "+80", " 80", "80 ",
-                     "", "08080", "99999999999999999999", "8080:9", "-1"]),
+    st.sampled_from(
+        [
+            "8080",
+            "1",
+            "65535",
+            "0",
+            "65536",
+            "٣٣",
+            "\uff11\uff12",
+            "+80",
+            " 80",
+            "80 ",
+            "",
+            "08080",
+            "99999999999999999999",
+            "8080:9",
+            "-1",
+        ]
+    ),
     st.integers(0, 70000).map(str),
-)  # fmt: skip
+)
 PATHS = st.one_of(
-    st.sampled_from(["", "/", "/-/reload", "/a b", "/\r\nX-Injected: 1", "/\n", "/\r", "/é",
-                     "/日本", "/%0d%0a", "/?q=1", "/#frag", "//x", "/\x00", "/\t", "/\x7f",
-                     "/\u2028", "/\ud800", "/../x"]),
+    st.sampled_from(
+        [
+            "",
+            "/",
+            "/-/reload",
+            "/a b",
+            "/\r\nX-Injected: 1",
+            "/\n",
+            "/\r",
+            "/é",
+            "/日本",
+            "/%0d%0a",
+            "/?q=1",
+            "/#frag",
+            "//x",
+            "/\x00",
+            "/\t",
+            "/\x7f",
+            "/\u2028",
+            "/\ud800",
+            "/../x",
+        ]
+    ),
     st.text(st.characters(), max_size=20).map(lambda t: "/" + t),
-)  # fmt: skip
+)
 URLS = st.one_of(
-    st.tuples(st.sampled_from(["http://", "https://", "HTTP://", "http:/", ""]), HOSTS, PORTS,
-              PATHS).map(lambda p: f"{p[0]}{p[1]}:{p[2]}{p[3]}"),
+    st.tuples(
+        st.sampled_from(["http://", "https://", "HTTP://", "http:/", ""]), HOSTS, PORTS, PATHS
+    ).map(lambda p: f"{p[0]}{p[1]}:{p[2]}{p[3]}"),
     st.tuples(HOSTS, PORTS, PATHS).map(lambda p: f"http://{p[0]}:{p[1]}{p[2]}"),
     st.text(st.characters(), max_size=60),
-)  # fmt: skip
+)
 
-ARGV = ["--source", "consul", "--endpoint", "http://consul:8500", "--key", "app/config.json", "--out",
-        "/config/a.json", "--watch", "15"]  # fmt: skip
+ARGV = [
+    "--source",
+    "consul",
+    "--endpoint",
+    "http://consul:8500",
+    "--key",
+    "app/config.json",
+    "--out",
+    "/config/a.json",
+    "--watch",
+    "15",
+]
 
 
 def _agent(url: str) -> Any:
@@ -63,8 +125,9 @@ def _agent(url: str) -> Any:
     except UsageError:
         return None
     except Exception as error:
-        raise Violation(f"the agent's parser raised {type(error).__name__}",
-                        redact(str(error), 160)) from None  # fmt: skip
+        raise Violation(
+            f"the agent's parser raised {type(error).__name__}", redact(str(error), 160)
+        ) from None
 
 
 def _webhook(url: str) -> bool:
@@ -77,8 +140,10 @@ def _webhook(url: str) -> bool:
         f"{PREFIX}path": "/config/a.json",
         f"{PREFIX}notify-http": url,
     }
-    pod = {"metadata": {"name": "app", "annotations": annotations},
-           "spec": {"containers": [{"name": "app", "image": "busybox"}]}}  # fmt: skip
+    pod = {
+        "metadata": {"name": "app", "annotations": annotations},
+        "spec": {"containers": [{"name": "app", "image": "busybox"}]},
+    }
     try:
         response = admit({"request": {"uid": "u", "object": pod}}, INSTALLATION)["response"]
     except Exception as error:
@@ -86,8 +151,11 @@ def _webhook(url: str) -> bool:
     if not response["allowed"]:
         return False
     ops = json.loads(base64.b64decode(response["patch"]))
-    args = [op["value"]["args"] for op in ops if isinstance(op.get("value"), dict)
-            and "args" in op["value"]]  # fmt: skip
+    args = [
+        op["value"]["args"]
+        for op in ops
+        if isinstance(op.get("value"), dict) and "args" in op["value"]
+    ]
     require(any(url in a for a in args), "the webhook admits but does not pass --notify-http")
     return True
 
@@ -101,10 +169,16 @@ def check_target(url: str) -> None:
     target = _agent(url)
     if target is None:
         return
-    require(_plain(target.path), "an accepted notify path is not a plain ASCII request target",
-            redact(target.path))  # fmt: skip
-    require(_plain(target.host_header), "an accepted notify Host is not plain ASCII",
-            redact(target.host_header))  # fmt: skip
+    require(
+        _plain(target.path),
+        "an accepted notify path is not a plain ASCII request target",
+        redact(target.path),
+    )
+    require(
+        _plain(target.host_header),
+        "an accepted notify Host is not plain ASCII",
+        redact(target.host_header),
+    )
 
 
 def check_agreement(url: str) -> None:
@@ -112,8 +186,10 @@ def check_agreement(url: str) -> None:
     agent = _agent(url) is not None
     webhook = _webhook(url)
     if agent != webhook:
-        side = "the webhook admits what the agent refuses" if webhook else (
-            "the agent accepts what the webhook refuses"
+        side = (
+            "the webhook admits what the agent refuses"
+            if webhook
+            else ("the agent accepts what the webhook refuses")
         )
         raise Violation(f"notify-http: {side}", redact(url))
 

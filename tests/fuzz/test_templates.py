@@ -66,21 +66,71 @@ KWARGS_FROM_DOCUMENT = st.sampled_from(
 def _filters(inner: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
     fixed = st.sampled_from(
         [
-            "int", "string", "list", "sum", "first", "last", "length", "reverse", "unique",
-            "sort", "dictsort", "tojson", "b64encode", "b64decode", "json", "yaml", "quote",
-            "required", "abs", "float", "filesizeformat", "items", "pprint", "urlencode",
-            "xmlattr", "wordcount", "striptags", "title", "trim", "upper", "capitalize",
-            "escape", "forceescape", "safe", "count", "max", "min", "join", "center",
+            "int",
+            "string",
+            "list",
+            "sum",
+            "first",
+            "last",
+            "length",
+            "reverse",
+            "unique",
+            "sort",
+            "dictsort",
+            "tojson",
+            "b64encode",
+            "b64decode",
+            "json",
+            "yaml",
+            "quote",
+            "required",
+            "abs",
+            "float",
+            "filesizeformat",
+            "items",
+            "pprint",
+            "urlencode",
+            "xmlattr",
+            "wordcount",
+            "striptags",
+            "title",
+            "trim",
+            "upper",
+            "capitalize",
+            "escape",
+            "forceescape",
+            "safe",
+            "count",
+            "max",
+            "min",
+            "join",
+            "center",
         ]
-    )  # fmt: skip
+    )
     with_arg = st.tuples(
         st.sampled_from(
             [
-                "truncate", "indent", "center", "wordwrap", "format", "join", "default", "attr",
-                "batch", "slice", "round", "required", "replace", "int", "selectattr",
-                "groupby", "sum", "map", "reject",
+                "truncate",
+                "indent",
+                "center",
+                "wordwrap",
+                "format",
+                "join",
+                "default",
+                "attr",
+                "batch",
+                "slice",
+                "round",
+                "required",
+                "replace",
+                "int",
+                "selectattr",
+                "groupby",
+                "sum",
+                "map",
+                "reject",
             ]
-        ),  # fmt: skip
+        ),
         st.one_of(inner, NUMBERS, KWARGS_FROM_DOCUMENT, st.just("attribute=db.password")),
     ).map(lambda pair: f"{pair[0]}({pair[1]})")
     return st.one_of(fixed, with_arg, st.just("replace('a', 'a' * 2**20)"))
@@ -167,20 +217,30 @@ TEMPLATES = st.recursive(LEAVES, _statements, max_leaves=5)
 def check_template(source: str) -> None:
     """Every promise for one template over :data:`CONTEXT`; raises ``Violation``."""
     outcome = worker().call(render_template, source, CONTEXT, deadline=EXAMPLE_SECONDS)
-    require(outcome.status != "timeout", "template render past its time bound",
-            f"> {EXAMPLE_SECONDS:.0f} s")  # fmt: skip
-    require(outcome.status == "ok", "template render killed the process",
-            f"exit code {outcome.exitcode}")  # fmt: skip
-    require(outcome.peak_bytes <= PEAK_LIMIT, "template render past its memory bound",
-            f"peak {outcome.peak_bytes // MiB} MiB")  # fmt: skip
+    require(
+        outcome.status != "timeout",
+        "template render past its time bound",
+        f"> {EXAMPLE_SECONDS:.0f} s",
+    )
+    require(
+        outcome.status == "ok",
+        "template render killed the process",
+        f"exit code {outcome.exitcode}",
+    )
+    require(
+        outcome.peak_bytes <= PEAK_LIMIT,
+        "template render past its memory bound",
+        f"peak {outcome.peak_bytes // MiB} MiB",
+    )
     result = outcome.value
     if result[0] == "ok":
         return
     _status, name, message, mro = result
     require(is_typed(mro), f"template render raised {name}", "not a dynconf.errors error")
     require("\n" not in message.strip(), "template error spans lines", message[:160])
-    require(leaked(message) is None, "template error carries a document value",
-            "the planted secret")  # fmt: skip
+    require(
+        leaked(message) is None, "template error carries a document value", "the planted secret"
+    )
     require("MemoryError" not in message, "template render ran out of memory", message[:160])
 
 
