@@ -249,11 +249,9 @@ SUFFIXES = st.one_of(st.none(), st.sampled_from(["cache", "db", "a-1", "Cache", 
 
 @st.composite
 def annotation_entries(draw: st.DrawFn, hostile: bool = True) -> tuple[str, Any]:
-    row = draw(st.sampled_from([*KEYS, ALSO, ALSO_SECTION]))
-    if isinstance(row, str):
-        name, per_render = row, True
-    else:
-        name, per_render = row.name, row.per_render
+    rows: list[tuple[str, bool]] = [(k.name, k.per_render) for k in KEYS]
+    name, per_render = draw(st.sampled_from([*rows, (ALSO, True), (ALSO_SECTION, True)]))
+    suffix: str | None
     if name in (ALSO, ALSO_SECTION):
         suffix = draw(st.sampled_from(["db", "cache", "a-1", "Cache", "x" * 33, ""]))
     else:
@@ -264,7 +262,7 @@ def annotation_entries(draw: st.DrawFn, hostile: bool = True) -> tuple[str, Any]
 
 
 @st.composite
-def annotations(draw: st.DrawFn) -> Any:
+def annotation_maps(draw: st.DrawFn) -> Any:
     shape = draw(
         st.sampled_from(
             ["plausible", "plausible", "canonical", "canonical", "also", "random", "wrong"]
@@ -319,7 +317,7 @@ def pods(draw: st.DrawFn) -> Any:
         return draw(st.one_of(WRONG_TYPES, st.text(max_size=5)))
     metadata: dict[str, Any] = {"name": draw(st.one_of(st.just("app"), HOSTILE, WRONG_TYPES))}
     if _usually(draw, 21):
-        metadata["annotations"] = draw(annotations())
+        metadata["annotations"] = draw(annotation_maps())
     if not _usually(draw, 11):
         metadata = draw(st.one_of(WRONG_TYPES, st.just({})))
     spec: Any = {"containers": [{"name": "app", "image": "busybox"}]}
@@ -402,7 +400,8 @@ def check_well_formed(installation: str, review: Any) -> dict[str, Any]:
     require(answer.get("apiVersion") == "admission.k8s.io/v1", "response apiVersion is wrong")
     require(answer.get("kind") == "AdmissionReview", "response kind is wrong")
     response = answer.get("response")
-    require(isinstance(response, dict), "response is not an object")
+    if not isinstance(response, dict):
+        raise Violation("response is not an object", type(response).__name__)
     try:
         json.dumps(answer, allow_nan=False, ensure_ascii=False).encode("utf-8")
     except (TypeError, ValueError, UnicodeError) as error:
@@ -420,7 +419,8 @@ def check_well_formed(installation: str, review: Any) -> dict[str, Any]:
     require(isinstance(response.get("allowed"), bool), "response allowed is not a bool")
     if not response["allowed"]:
         status = response.get("status")
-        require(isinstance(status, dict), "refusal has no status")
+        if not isinstance(status, dict):
+            raise Violation("refusal has no status")
         require(
             isinstance(status.get("message"), str) and status["message"], "refusal has no message"
         )
@@ -432,10 +432,11 @@ def check_well_formed(installation: str, review: Any) -> dict[str, Any]:
 
 def _ops(response: Mapping[str, Any]) -> list[Any]:
     try:
-        ops = json.loads(base64.b64decode(response["patch"], validate=True))
+        ops: Any = json.loads(base64.b64decode(response["patch"], validate=True))
     except (binascii.Error, ValueError, TypeError) as error:
         raise Violation("patch is not base64 JSON", type(error).__name__) from None
-    require(isinstance(ops, list), "patch is not a JSON array")
+    if not isinstance(ops, list):
+        raise Violation("patch is not a JSON array")
     return ops
 
 

@@ -85,7 +85,7 @@ HOSTILE = st.one_of(
             "%2e%2e",
         ]
     ),
-    st.text(st.characters(exclude_categories=("Cs",)), max_size=40),
+    st.text(st.characters(exclude_categories=["Cs"]), max_size=40),
     LONG_VALUES,
 )
 NAMES = st.one_of(
