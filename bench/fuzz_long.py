@@ -34,7 +34,7 @@ from tests.fuzz import test_admission, test_csi, test_formats, test_notify, test
 from tests.fuzz.support import Violation, redact, summarise, worker
 
 CLASSES: dict[str, tuple[st.SearchStrategy[Any], Callable[[Any], None]]] = {
-    "admission": (test_admission.reviews(), test_admission.check_review),
+    "admission": (test_admission.ADMISSION, test_admission.check_review),
     "csi": (test_csi.volumes(), test_csi.check_volume),
     "formats": (test_formats.CASES, test_formats.check_document),
     "templates": (test_templates.TEMPLATES, test_templates.check_template),

@@ -262,12 +262,12 @@ def annotation_entries(draw: st.DrawFn, hostile: bool = True) -> tuple[str, Any]
 
 
 @st.composite
-def annotation_maps(draw: st.DrawFn) -> Any:
-    shape = draw(
-        st.sampled_from(
-            ["plausible", "plausible", "canonical", "canonical", "also", "random", "wrong"]
-        )
-    )
+def annotation_maps(draw: st.DrawFn, admissible: bool = False) -> Any:
+    """Annotations; ``admissible`` keeps to shapes that usually get as far as a patch."""
+    shapes = ["plausible", "also"]
+    if not admissible:
+        shapes = ["plausible", "plausible", "canonical", "canonical", "also", "random", "wrong"]
+    shape = draw(st.sampled_from(shapes))
     if shape == "wrong":
         return draw(st.one_of(WRONG_TYPES, st.text(max_size=5)))
     result: dict[Any, Any] = {}
@@ -312,13 +312,14 @@ CONTAINER = st.one_of(
 
 
 @st.composite
-def pods(draw: st.DrawFn) -> Any:
-    if not _usually(draw, 31):
+def pods(draw: st.DrawFn, admissible: bool = False) -> Any:
+    """A pod object; ``admissible`` keeps metadata and annotations well-typed."""
+    if not admissible and not _usually(draw, 31):
         return draw(st.one_of(WRONG_TYPES, st.text(max_size=5)))
     metadata: dict[str, Any] = {"name": draw(st.one_of(st.just("app"), HOSTILE, WRONG_TYPES))}
-    if _usually(draw, 21):
-        metadata["annotations"] = draw(annotation_maps())
-    if not _usually(draw, 11):
+    if admissible or _usually(draw, 21):
+        metadata["annotations"] = draw(annotation_maps(admissible))
+    if not admissible and not _usually(draw, 11):
         metadata = draw(st.one_of(WRONG_TYPES, st.just({})))
     spec: Any = {"containers": [{"name": "app", "image": "busybox"}]}
     shape = draw(st.sampled_from(range(10)))
@@ -334,7 +335,7 @@ def pods(draw: st.DrawFn) -> Any:
         spec["initContainers"] = draw(st.lists(CONTAINER, max_size=2))
         spec["volumes"] = draw(st.sampled_from([[], [{"name": "dynamic-config"}], None, 3]))
     pod: dict[str, Any] = {"apiVersion": "v1", "kind": "Pod", "metadata": metadata}
-    if _usually(draw, 21):
+    if admissible or _usually(draw, 21):
         pod["spec"] = spec
     return pod
 
@@ -373,6 +374,22 @@ def reviews(draw: st.DrawFn) -> tuple[str, Any]:
     if not _usually(draw, 41):
         review = draw(st.one_of(st.just({}), st.just({"request": None})))
     return installation, review
+
+
+@st.composite
+def admissible_reviews(draw: st.DrawFn) -> tuple[str, Any]:
+    """``(installation name, review)`` around a well-typed pod with plausible annotations.
+
+    Most of these reach the patch, so the patch and the agent's parser are exercised often;
+    the hostile values still ride in the annotation values, the pod spec and ``also``.
+    """
+    installation = draw(st.sampled_from(list(INSTALLATIONS)))
+    request = {"uid": draw(st.uuids().map(str)), "namespace": "default"}
+    return installation, {"request": {**request, "object": draw(pods(admissible=True))}}
+
+
+ADMISSION = st.one_of(reviews(), admissible_reviews())
+"""Everything the admission class draws (the long run's strategy)."""
 
 
 # --- the checks ------------------------------------------------------------------------------
@@ -535,7 +552,7 @@ def test_admit_answers_every_review_with_a_well_formed_response_for_its_uid(
 
 
 @fuzz_settings(3)
-@given(case=reviews())
+@given(case=admissible_reviews())
 def test_admitted_patches_apply_and_the_agent_accepts_every_argument(
     case: tuple[str, Any],
 ) -> None:
