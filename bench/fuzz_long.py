@@ -9,7 +9,8 @@ counted instead of stopping the run. Prints one line per class::
     admission: 1000 tried, 3 failed
 
 then, per class, every distinct failure (by what broke) with the first input that showed it,
-summarised with long strings cut and every planted secret replaced by ``<SECRET>``.
+summarised with long strings cut and every planted secret replaced by ``<SECRET>``
+(``--dump FILE`` writes each one whole, secrets still replaced).
 Exit status is 1 when anything failed.
 """
 
@@ -48,6 +49,7 @@ class Tally:
     failed: int = 0
     labels: Counter[str] = field(default_factory=Counter)
     first: dict[str, str] = field(default_factory=dict)
+    whole: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
 
 
@@ -69,7 +71,9 @@ def run(name: str, examples: int) -> Tally:
             return
         tally.failed += 1
         tally.labels[label] += 1
-        tally.first.setdefault(label, summarise(example))
+        if label not in tally.first:
+            tally.first[label] = summarise(example)
+            tally.whole[label] = redact(example, limit=10**9)
 
     started = time.monotonic()
     explore()
@@ -81,6 +85,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("examples", nargs="?", type=int, default=1000, help="N per class")
     parser.add_argument("--class", dest="classes", action="append", choices=sorted(CLASSES))
+    parser.add_argument(
+        "--dump", type=Path, help="write each distinct failure's whole first input here"
+    )
     options = parser.parse_args(argv)
     names = options.classes or list(CLASSES)
     tallies: dict[str, Tally] = {}
@@ -102,6 +109,11 @@ def main(argv: list[str] | None = None) -> int:
         for label, count in tally.labels.most_common():
             print(f"- {label} ({count}x)")
             print(f"    first input: {tally.first[label]}")
+    if options.dump is not None:
+        with options.dump.open("w", encoding="utf-8") as out:
+            for name, tally in tallies.items():
+                for label, whole in tally.whole.items():
+                    out.write(f"{name}: {label}\n{whole}\n\n")
     return 1 if any(t.failed for t in tallies.values()) else 0
 
 

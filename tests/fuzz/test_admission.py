@@ -18,7 +18,9 @@ AdmissionReview-shaped input:
 
 Pods are built from the real registry's keys with hostile values: wrong JSON types, control
 characters, commas and equals signs, huge strings, unicode, missing fields, no containers,
-uids of any type.
+uids of any type. Inputs stay JSON-shaped (string keys, finite numbers): what a review decoded
+from a request body can hold. An ERROR the webhook logs while judging a review counts as a
+broken promise too: it marks a catch-all refusal, which cannot name the malformed field.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -199,7 +202,7 @@ HOSTILE = st.one_of(
 )
 WRONG_TYPES = st.one_of(
     st.integers(),
-    st.floats(),
+    st.floats(allow_nan=False, allow_infinity=False),
     st.booleans(),
     st.none(),
     st.lists(st.integers(), max_size=2),
@@ -291,7 +294,7 @@ def annotation_maps(draw: st.DrawFn, admissible: bool = False) -> Any:
                     st.one_of(st.sampled_from(ALSO_SECTION_VALUES), HOSTILE)
                 )
     if not _usually(draw, 6):
-        result[draw(st.sampled_from(["example.com/x", PREFIX + "tokne-secret", 7]))] = "v"
+        result[draw(st.sampled_from(["example.com/x", PREFIX + "tokne-secret", PREFIX, "7"]))] = "v"
     return result
 
 
@@ -346,7 +349,7 @@ UIDS = st.one_of(
     st.integers(),
     st.none(),
     st.booleans(),
-    st.floats(allow_nan=False),
+    st.floats(allow_nan=False, allow_infinity=False),
     st.lists(st.integers(), max_size=2),
 )
 MISSING = object()
@@ -402,11 +405,35 @@ def _request_uid(review: Any) -> Any:
     return request["uid"]
 
 
+class _Errors(logging.Handler):
+    """Collects the ERROR records the webhook logs while judging one review."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
 def _answer(installation: str, review: Any) -> dict[str, Any]:
+    """``admit``'s answer; an exception, or an error the webhook logs about itself, is a violation.
+
+    An error record means the input reached a path the webhook did not foresee (a catch-all
+    refusal), so the refusal cannot name the malformed field as item 7 asks.
+    """
+    errors = _Errors()
+    logger = logging.getLogger("dynconf_k8s")
+    logger.addHandler(errors)
     try:
         answer = admit(review, INSTALLATIONS[installation])
     except Exception as error:
         raise Violation(f"admit raised {type(error).__name__}", redact(str(error), 160)) from None
+    finally:
+        logger.removeHandler(errors)
+    for record in errors.records:
+        kind = getattr(record, "error", "")
+        raise Violation(f"admit logged {record.getMessage()} {kind}".strip(), "an unforeseen path")
     require(isinstance(answer, dict), "admit answered a non-dict", type(answer).__name__)
     return answer
 
