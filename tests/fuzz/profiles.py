@@ -28,7 +28,7 @@ _QUIET: Final = [
 
 settings.register_profile(
     "ci",
-    max_examples=100,
+    max_examples=300,
     derandomize=True,
     database=None,
     deadline=None,
