@@ -60,3 +60,8 @@ def render_template(source: str, context: dict[str, Any]) -> tuple[Any, ...]:
     except BaseException as error:
         return ("raised", *raised(error))
     return ("ok", len(out), out.count("\n"))
+
+
+def allocate(size: int) -> int:
+    """Touch ``size`` bytes and answer the size (the worker's own memory test)."""
+    return len(bytearray(b"x" * size))
