@@ -228,6 +228,20 @@ def test_node_agent_is_off_by_default(helm_bin: Path, tmp_path: Path) -> None:
     assert not [d for d in docs if "operator" in d["metadata"]["name"]]
 
 
+def test_operator_stores_keep_state_on_a_writable_emptydir(helm_bin: Path, tmp_path: Path) -> None:
+    """Its root is read-only: git's clone cache goes to an emptyDir through XDG_CACHE_HOME."""
+    docs = _render(helm_bin, tmp_path, "operator.enabled=true")
+    operator = one(docs, "Deployment", "dynamic-config-operator")
+    container = _container(operator, "operator")
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    cache = env_of(container)["XDG_CACHE_HOME"]
+    (mount,) = [m for m in container["volumeMounts"] if m["mountPath"] == cache]
+    (volume,) = [
+        v for v in operator["spec"]["template"]["spec"]["volumes"] if v["name"] == mount["name"]
+    ]
+    assert "emptyDir" in volume
+
+
 # ---------------------------------------------------------------- webhook configuration
 
 
