@@ -55,6 +55,7 @@ from dynconf.notify import (
     ConfigEvent,
     Reloaded,
     ReloadFailed,
+    Stream,
 )
 from dynconf.resolve import LoadSpec, RemoteDocument, Resolved, resolve
 from dynconf.stores import (
@@ -828,6 +829,21 @@ class DynamicConfig(Generic[M]):
 
         return register if hook is None else register(hook)
 
+    @typing.overload
+    def on_change_async(
+        self, path: str, /, *paths: str, backpressure: Backpressure | str = ...
+    ) -> Callable[[AsyncHookFn[M]], HookGuard]: ...
+
+    @typing.overload
+    def on_change_async(
+        self, path: str, hook: AsyncHookFn[M], /, *, backpressure: Backpressure | str = ...
+    ) -> HookGuard: ...
+
+    @typing.overload
+    def on_change_async(
+        self, path: str, /, *rest: str | AsyncHookFn[M], backpressure: Backpressure | str = ...
+    ) -> Any: ...
+
     def on_change_async(
         self, *args: Any, backpressure: Backpressure | str = Backpressure.LATEST
     ) -> Any:
@@ -842,7 +858,7 @@ class DynamicConfig(Generic[M]):
 
         return register if hook is None else register(hook)
 
-    def changes(self, buffer: int = DEFAULT_BUFFER) -> AsyncIterator[M]:
+    def changes(self, buffer: int = DEFAULT_BUFFER) -> Stream[M]:
         """An async iterator of every model installed from now on, in order.
 
         It never slows a reload: installs are handed to the loop and buffered; when more
@@ -852,7 +868,7 @@ class DynamicConfig(Generic[M]):
         """
         return self._models.stream("changes()", buffer)
 
-    def events(self, buffer: int = DEFAULT_BUFFER) -> AsyncIterator[ConfigEvent]:
+    def events(self, buffer: int = DEFAULT_BUFFER) -> Stream[ConfigEvent]:
         """An async iterator of :class:`~dynconf.notify.Reloaded` and
         :class:`~dynconf.notify.ReloadFailed` events, with :meth:`changes`' buffering.
 
@@ -962,7 +978,7 @@ class DynamicConfig(Generic[M]):
                     return self.try_current()
             return None
         finally:
-            await typing.cast(Any, stream).aclose()
+            await stream.aclose()
 
     # ------------------------------------------------------------------ file watching
     def watch(

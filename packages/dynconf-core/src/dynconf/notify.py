@@ -24,6 +24,7 @@ import inspect
 import logging
 import threading
 import time
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -37,6 +38,7 @@ __all__ = [
     "ConfigEvent",
     "ReloadFailed",
     "Reloaded",
+    "Stream",
     "running_loop",
 ]
 
@@ -138,15 +140,44 @@ class _Subscription(Generic[T]):
         return self.items.popleft()
 
 
+class Stream(AsyncIterator[T]):
+    """What ``changes()`` and ``events()`` return: an async iterator over one subscription.
+
+    ``aclose()`` (or ``async with contextlib.aclosing(...)``) ends the subscription at once;
+    a stream that is simply dropped ends it when it is garbage-collected.
+    """
+
+    def __init__(self, broadcast: Broadcast[T], subscription: _Subscription[T]) -> None:
+        self._broadcast = broadcast
+        self._subscription: _Subscription[T] | None = subscription
+
+    def __aiter__(self) -> Stream[T]:
+        return self
+
+    async def __anext__(self) -> T:
+        subscription = self._subscription
+        if subscription is None:
+            raise StopAsyncIteration
+        return await subscription.get()
+
+    async def aclose(self) -> None:
+        if self._subscription is not None:
+            self._broadcast.remove(self._subscription)
+            self._subscription = None
+
+
 class Broadcast(Generic[T]):
-    """Every live subscription of one configuration to one kind of item."""
+    """Every live subscription of one configuration to one kind of item.
+
+    Subscriptions are held weakly: only their :class:`Stream` keeps them alive.
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._subscriptions: list[_Subscription[T]] = []
+        self._subscriptions: weakref.WeakSet[_Subscription[T]] = weakref.WeakSet()
 
     def __bool__(self) -> bool:
-        return bool(self._subscriptions)
+        return len(self._subscriptions) > 0
 
     def publish(self, item: T) -> None:
         with self._lock:
@@ -154,25 +185,24 @@ class Broadcast(Generic[T]):
         for subscription in subscriptions:
             subscription.push(item)
             if subscription.closed:
-                self._remove(subscription)
+                self.remove(subscription)
 
-    def _remove(self, subscription: _Subscription[T]) -> None:
+    def remove(self, subscription: _Subscription[T]) -> None:
         with self._lock:
-            if subscription in self._subscriptions:
-                self._subscriptions.remove(subscription)
+            self._subscriptions.discard(subscription)
 
-    async def stream(self, what: str, buffer: int) -> AsyncIterator[T]:
-        """Yield every item published from now on (see the module's backpressure rule)."""
+    def stream(self, what: str, buffer: int) -> Stream[T]:
+        """Every item published from the call on (see the module's backpressure rule).
+
+        The subscription starts here, not at the first ``anext``, so nothing published
+        between the call and the first read is missed.
+        """
         if buffer < 1:
             raise ValueError(f"{what} needs a buffer of at least 1, not {buffer}")
         subscription: _Subscription[T] = _Subscription(running_loop(what), buffer)
         with self._lock:
-            self._subscriptions.append(subscription)
-        try:
-            while True:
-                yield await subscription.get()
-        finally:
-            self._remove(subscription)
+            self._subscriptions.add(subscription)
+        return Stream(self, subscription)
 
 
 class AsyncHook:
