@@ -203,7 +203,7 @@ def unknown_keys(model: Any, section: Document) -> list[UnknownKey] | None:
         return None
     found: list[UnknownKey] = []
     _walk(tree, section, "", found)
-    return found
+    return sorted(found, key=lambda unknown: unknown.path)
 
 
 def _walk(
