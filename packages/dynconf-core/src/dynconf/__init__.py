@@ -21,6 +21,16 @@ _EXPORTS: dict[str, str] = {
     "ReloadReason": "dynconf.config",
     "RemoteStatus": "dynconf.config",
     "changed_paths": "dynconf.config",
+    "ConfigGroup": "dynconf.group",
+    "Backpressure": "dynconf.notify",
+    "ConfigEvent": "dynconf.notify",
+    "Reloaded": "dynconf.notify",
+    "ReloadFailed": "dynconf.notify",
+    "CacheMode": "dynconf.cache",
+    "Report": "dynconf.diagnostics",
+    "Snapshot": "dynconf.diagnostics",
+    "UnknownKey": "dynconf.diagnostics",
+    "ConfigCollector": "dynconf.metrics",
     "fingerprint": "dynconf.document",
     "AuthError": "dynconf.errors",
     "BackendError": "dynconf.errors",
@@ -59,7 +69,12 @@ __all__ = [
     "AsyncRemoteSource",
     "AuthError",
     "BackendError",
+    "Backpressure",
+    "CacheMode",
     "Change",
+    "ConfigCollector",
+    "ConfigEvent",
+    "ConfigGroup",
     "ConfigStatus",
     "DynamicConfig",
     "DynconfError",
@@ -78,21 +93,26 @@ __all__ = [
     "NotInitialisedError",
     "Origin",
     "ParseError",
+    "ReloadFailed",
     "ReloadReason",
+    "Reloaded",
     "RemoteDocument",
     "RemoteError",
     "RemoteSource",
     "RemoteStatus",
+    "Report",
     "Resolved",
+    "Snapshot",
     "StoreSpec",
     "TypeMismatchError",
+    "UnknownKey",
     "Values",
     "WatchCapability",
+    "__version__",
     "changed_paths",
     "fingerprint",
     "resolve",
     "secret_paths",
-    "__version__",
 ]
 
 
@@ -110,6 +130,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
+    from dynconf.cache import CacheMode
     from dynconf.config import (
         Change,
         ConfigStatus,
@@ -120,6 +141,7 @@ if TYPE_CHECKING:
         RemoteStatus,
         changed_paths,
     )
+    from dynconf.diagnostics import Report, Snapshot, UnknownKey
     from dynconf.document import fingerprint
     from dynconf.errors import (
         AuthError,
@@ -137,7 +159,10 @@ if TYPE_CHECKING:
         RemoteError,
         TypeMismatchError,
     )
+    from dynconf.group import ConfigGroup
+    from dynconf.metrics import ConfigCollector
     from dynconf.models import Values, secret_paths
+    from dynconf.notify import Backpressure, ConfigEvent, Reloaded, ReloadFailed
     from dynconf.resolve import InlineSource, LoadSpec, RemoteDocument, Resolved, resolve
     from dynconf.settings import DynconfSettingsSource
     from dynconf.stores import (
