@@ -251,6 +251,15 @@ class DynamicConfig(Generic[M]):
         self._events: Broadcast[ConfigEvent] = Broadcast()
         self.current = self._not_initialised
 
+    @classmethod
+    def from_settings(cls, settings_cls: type[Any], key: str = "") -> DynamicConfig[Any]:
+        """A configuration whose layers are what a pydantic-settings class declares
+        (files, ``.env``, secrets dir, prefixed and nested variable names); see
+        :func:`dynconf.settings.from_settings`."""
+        from dynconf.settings import from_settings
+
+        return from_settings(settings_cls, key)
+
     # ------------------------------------------------------------------ sources
     def _source_change(self) -> None:
         if self._loaded_once:
@@ -723,6 +732,8 @@ class DynamicConfig(Generic[M]):
         if expected is None:
             if not isinstance(model, Mapping):
                 raise TypeError(f"replace() takes a Values mapping, not {type(model).__name__}")
+            if not isinstance(model, Values):
+                model = typing.cast(M, Values(dict(model)))
         elif isinstance(expected, type) and not isinstance(model, expected):
             raise TypeError(f"replace() takes a {expected.__name__}, not {type(model).__name__}")
         section = _section_of(model)
