@@ -31,6 +31,8 @@ _EXPORTS: dict[str, str] = {
     "Snapshot": "dynconf.diagnostics",
     "UnknownKey": "dynconf.diagnostics",
     "ConfigCollector": "dynconf.metrics",
+    "Configured": "dynconf.declare",
+    "dynamic_config": "dynconf.declare",
     "fingerprint": "dynconf.document",
     "AuthError": "dynconf.errors",
     "BackendError": "dynconf.errors",
@@ -76,6 +78,7 @@ __all__ = [
     "ConfigEvent",
     "ConfigGroup",
     "ConfigStatus",
+    "Configured",
     "DynamicConfig",
     "DynconfError",
     "DynconfSettingsSource",
@@ -110,6 +113,7 @@ __all__ = [
     "WatchCapability",
     "__version__",
     "changed_paths",
+    "dynamic_config",
     "fingerprint",
     "resolve",
     "secret_paths",
@@ -141,6 +145,7 @@ if TYPE_CHECKING:
         RemoteStatus,
         changed_paths,
     )
+    from dynconf.declare import Configured, dynamic_config
     from dynconf.diagnostics import Report, Snapshot, UnknownKey
     from dynconf.document import fingerprint
     from dynconf.errors import (
