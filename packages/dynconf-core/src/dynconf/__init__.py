@@ -33,6 +33,7 @@ _EXPORTS: dict[str, str] = {
     "ConfigCollector": "dynconf.metrics",
     "Configured": "dynconf.declare",
     "dynamic_config": "dynconf.declare",
+    "set_executor": "dynconf.concurrency",
     "fingerprint": "dynconf.document",
     "AuthError": "dynconf.errors",
     "BackendError": "dynconf.errors",
@@ -117,6 +118,7 @@ __all__ = [
     "fingerprint",
     "resolve",
     "secret_paths",
+    "set_executor",
 ]
 
 
@@ -135,6 +137,7 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:
     from dynconf.cache import CacheMode
+    from dynconf.concurrency import set_executor
     from dynconf.config import (
         Change,
         ConfigStatus,

@@ -16,10 +16,13 @@ import contextlib
 import dataclasses
 import itertools
 import logging
+import os
 import threading
 import time
 import typing
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterator, Mapping
+from concurrent.futures import Executor
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
@@ -28,6 +31,7 @@ from typing import Any, Final, Generic, TypeVar
 import anyio
 
 from dynconf.cache import CacheMode, LastKnownGood
+from dynconf.concurrency import run_blocking
 from dynconf.diagnostics import (
     Change,
     Report,
@@ -83,6 +87,7 @@ __all__ = [
 ]
 
 M = TypeVar("M")
+T = TypeVar("T")
 Hook: typing.TypeAlias = Callable[[M | None, M], None]
 """A reload hook: ``hook(old, new)``, ``old`` is ``None`` on the first install."""
 AsyncHookFn: typing.TypeAlias = Callable[[M | None, M], Awaitable[None]]
@@ -226,8 +231,16 @@ class DynamicConfig(Generic[M]):
     """The installed model: an attribute read, raising NotInitialisedError before init."""
 
     def __init__(
-        self, model: type[M] | None = None, key: str = "", *, secrets: Collection[str] = ()
+        self,
+        model: type[M] | None = None,
+        key: str = "",
+        *,
+        secrets: Collection[str] = (),
+        executor: Executor | None = None,
     ) -> None:
+        """``executor`` runs the blocking half of the ``_async`` calls (``None``: the
+        process default of :func:`dynconf.concurrency.set_executor`, else anyio's pool)."""
+        self.executor = executor
         self._adapter: ModelAdapter[M] = ModelAdapter(model)
         self._spec = LoadSpec(key=key)
         self._secrets = frozenset(secrets) | frozenset(secret_paths(model))
@@ -250,6 +263,7 @@ class DynamicConfig(Generic[M]):
         self._models: Broadcast[M] = Broadcast()
         self._events: Broadcast[ConfigEvent] = Broadcast()
         self.current = self._not_initialised
+        _LIVE.add(self)
 
     @classmethod
     def from_settings(cls, settings_cls: type[Any], key: str = "") -> DynamicConfig[Any]:
@@ -416,6 +430,19 @@ class DynamicConfig(Generic[M]):
     def last_error(self) -> DynconfError | None:
         """Why the last reload was refused (``None`` after a success)."""
         return self._last_error
+
+    async def _blocking(self, function: Callable[..., T], *args: Any) -> T:
+        return await run_blocking(function, *args, executor=self.executor)
+
+    def _after_fork_in_child(self) -> None:
+        """Only the forking thread survives a fork: locks another thread held stay held
+        and watcher threads are gone. The child keeps its snapshot and starts afresh."""
+        self._lock = threading.RLock()
+        self._cond = threading.Condition(threading.Lock())
+        self._watch = None
+        self._remote_watch = None
+        self._models = Broadcast()
+        self._events = Broadcast()
 
     def _not_initialised(self) -> M:
         raise NotInitialisedError(
@@ -637,18 +664,18 @@ class DynamicConfig(Generic[M]):
             if self._remote is not None:
                 await self.refresh_remote_async()
         except DynconfError as error:
-            return await anyio.to_thread.run_sync(self._recover_or_refuse, error)
-        return await anyio.to_thread.run_sync(self.init)
+            return await self._blocking(self._recover_or_refuse, error)
+        return await self._blocking(self.init)
 
     def _recover_or_refuse(self, error: DynconfError) -> M:
         self._refuse(error)
         return self._recover(error)
 
     async def reload_async(self, reason: ReloadReason = ReloadReason.MANUAL) -> M:
-        return await anyio.to_thread.run_sync(self.reload, reason)
+        return await self._blocking(self.reload, reason)
 
     async def load_async(self) -> M:
-        return await anyio.to_thread.run_sync(self.load)
+        return await self._blocking(self.load)
 
     # ------------------------------------------------------------------ diagnostics
     def _resolved(self) -> Resolved:
@@ -891,7 +918,7 @@ class DynamicConfig(Generic[M]):
         self, debounce: float = DEFAULT_DEBOUNCE, poll_interval: float | None = None
     ) -> FileWatch:
         """:meth:`watch`, started off the loop (registering directories is blocking work)."""
-        return await anyio.to_thread.run_sync(self.watch, debounce, poll_interval)
+        return await self._blocking(self.watch, debounce, poll_interval)
 
     @contextlib.asynccontextmanager
     async def watching_async(
@@ -902,7 +929,7 @@ class DynamicConfig(Generic[M]):
             yield watch
         finally:
             watch.stop()
-            await anyio.to_thread.run_sync(watch.join, 2.0)
+            await self._blocking(watch.join, 2.0)
 
     def _follows(self, watch: bool) -> tuple[bool, bool]:
         """What :meth:`running` follows: (files, remote)."""
@@ -951,7 +978,7 @@ class DynamicConfig(Generic[M]):
 
                 async def stop_following() -> None:
                     follower.stop()
-                    await anyio.to_thread.run_sync(follower.join, 2.0)
+                    await self._blocking(follower.join, 2.0)
 
                 stack.push_async_callback(stop_following)
             yield model
@@ -1151,7 +1178,7 @@ class DynamicConfig(Generic[M]):
             if is_async_source(source):
                 answer = await typing.cast(AsyncRemoteSource, source).fetch()
             else:
-                answer = await anyio.to_thread.run_sync(typing.cast(RemoteSource, source).fetch)
+                answer = await self._blocking(typing.cast(RemoteSource, source).fetch)
         except Exception as exc:
             raise self._fetch_failed(slot, exc) from exc
         self._store_answer(slot, answer, time.perf_counter() - started)
@@ -1201,6 +1228,17 @@ def _section_of(model: Any) -> Document:
     if isinstance(model, Mapping):
         return dict(model)
     return {}
+
+
+_LIVE: weakref.WeakSet[DynamicConfig[Any]] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for config in list(_LIVE):
+        config._after_fork_in_child()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class RemoteWatch:

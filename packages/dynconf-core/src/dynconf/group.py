@@ -18,10 +18,10 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import Executor
 from typing import Any
 
-import anyio
-
+from dynconf.concurrency import run_blocking
 from dynconf.config import ConfigStatus, DynamicConfig, ReloadReason
 from dynconf.errors import DynconfError
 from dynconf.watch import DEFAULT_DEBOUNCE, FileWatch
@@ -34,7 +34,9 @@ log = logging.getLogger("dynconf.engine")
 class ConfigGroup:
     """Several :class:`DynamicConfig` members, started, followed and stopped together."""
 
-    def __init__(self, *configs: DynamicConfig[Any]) -> None:
+    def __init__(self, *configs: DynamicConfig[Any], executor: Executor | None = None) -> None:
+        """``executor`` runs the blocking half of the ``_async`` calls, as for a member."""
+        self.executor = executor
         if not configs:
             raise ValueError("a ConfigGroup needs at least one configuration")
         keys = [config.key for config in configs]
@@ -106,7 +108,7 @@ class ConfigGroup:
             config._announce(old, snapshot)
 
     async def reload_atomic_async(self, reason: ReloadReason = ReloadReason.MANUAL) -> None:
-        await anyio.to_thread.run_sync(self.reload_atomic, reason)
+        await run_blocking(self.reload_atomic, reason, executor=self.executor)
 
     # ------------------------------------------------------------------ watching
     def watch(
@@ -163,11 +165,13 @@ class ConfigGroup:
         *,
         atomic: bool = False,
     ) -> AsyncIterator[ConfigGroup]:
-        await anyio.to_thread.run_sync(lambda: self.watch(debounce, poll_interval, atomic=atomic))
+        await run_blocking(
+            lambda: self.watch(debounce, poll_interval, atomic=atomic), executor=self.executor
+        )
         try:
             yield self
         finally:
-            await anyio.to_thread.run_sync(self.stop)
+            await run_blocking(self.stop, executor=self.executor)
 
     @contextlib.contextmanager
     def running(
