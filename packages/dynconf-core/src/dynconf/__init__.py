@@ -21,6 +21,19 @@ _EXPORTS: dict[str, str] = {
     "ReloadReason": "dynconf.config",
     "RemoteStatus": "dynconf.config",
     "changed_paths": "dynconf.config",
+    "ConfigGroup": "dynconf.group",
+    "Backpressure": "dynconf.notify",
+    "ConfigEvent": "dynconf.notify",
+    "Reloaded": "dynconf.notify",
+    "ReloadFailed": "dynconf.notify",
+    "CacheMode": "dynconf.cache",
+    "Report": "dynconf.diagnostics",
+    "Snapshot": "dynconf.diagnostics",
+    "UnknownKey": "dynconf.diagnostics",
+    "ConfigCollector": "dynconf.metrics",
+    "Configured": "dynconf.declare",
+    "dynamic_config": "dynconf.declare",
+    "set_executor": "dynconf.concurrency",
     "fingerprint": "dynconf.document",
     "AuthError": "dynconf.errors",
     "BackendError": "dynconf.errors",
@@ -59,8 +72,14 @@ __all__ = [
     "AsyncRemoteSource",
     "AuthError",
     "BackendError",
+    "Backpressure",
+    "CacheMode",
     "Change",
+    "ConfigCollector",
+    "ConfigEvent",
+    "ConfigGroup",
     "ConfigStatus",
+    "Configured",
     "DynamicConfig",
     "DynconfError",
     "DynconfSettingsSource",
@@ -78,21 +97,28 @@ __all__ = [
     "NotInitialisedError",
     "Origin",
     "ParseError",
+    "ReloadFailed",
     "ReloadReason",
+    "Reloaded",
     "RemoteDocument",
     "RemoteError",
     "RemoteSource",
     "RemoteStatus",
+    "Report",
     "Resolved",
+    "Snapshot",
     "StoreSpec",
     "TypeMismatchError",
+    "UnknownKey",
     "Values",
     "WatchCapability",
+    "__version__",
     "changed_paths",
+    "dynamic_config",
     "fingerprint",
     "resolve",
     "secret_paths",
-    "__version__",
+    "set_executor",
 ]
 
 
@@ -110,6 +136,8 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
+    from dynconf.cache import CacheMode
+    from dynconf.concurrency import set_executor
     from dynconf.config import (
         Change,
         ConfigStatus,
@@ -120,6 +148,8 @@ if TYPE_CHECKING:
         RemoteStatus,
         changed_paths,
     )
+    from dynconf.declare import Configured, dynamic_config
+    from dynconf.diagnostics import Report, Snapshot, UnknownKey
     from dynconf.document import fingerprint
     from dynconf.errors import (
         AuthError,
@@ -137,7 +167,10 @@ if TYPE_CHECKING:
         RemoteError,
         TypeMismatchError,
     )
+    from dynconf.group import ConfigGroup
+    from dynconf.metrics import ConfigCollector
     from dynconf.models import Values, secret_paths
+    from dynconf.notify import Backpressure, ConfigEvent, Reloaded, ReloadFailed
     from dynconf.resolve import InlineSource, LoadSpec, RemoteDocument, Resolved, resolve
     from dynconf.settings import DynconfSettingsSource
     from dynconf.stores import (

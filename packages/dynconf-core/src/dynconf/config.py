@@ -11,13 +11,18 @@ A success always installs, even with identical content, and the generation goes 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import dataclasses
 import itertools
 import logging
+import os
 import threading
 import time
 import typing
-from collections.abc import Callable, Collection, Iterator, Mapping
+import weakref
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterator, Mapping
+from concurrent.futures import Executor
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
@@ -25,7 +30,17 @@ from typing import Any, Final, Generic, TypeVar
 
 import anyio
 
-from dynconf.document import Document, Value, fingerprint, walk_leaves
+from dynconf.cache import CacheMode, LastKnownGood
+from dynconf.concurrency import run_blocking
+from dynconf.diagnostics import (
+    Change,
+    Report,
+    ResolvedLeaf,
+    Snapshot,
+    changed_paths,
+    unknown_keys,
+)
+from dynconf.document import Document, Value, fingerprint, has_path, leaf_paths
 from dynconf.errors import (
     BackendError,
     DynconfError,
@@ -34,7 +49,18 @@ from dynconf.errors import (
     Origin,
     RemoteError,
 )
-from dynconf.models import ModelAdapter, secret_paths
+from dynconf.layers import Contribution
+from dynconf.models import ModelAdapter, Values, secret_paths
+from dynconf.notify import (
+    DEFAULT_BUFFER,
+    AsyncHook,
+    Backpressure,
+    Broadcast,
+    ConfigEvent,
+    Reloaded,
+    ReloadFailed,
+    Stream,
+)
 from dynconf.resolve import LoadSpec, RemoteDocument, Resolved, resolve
 from dynconf.stores import (
     Absent,
@@ -56,16 +82,21 @@ __all__ = [
     "HookGuard",
     "ReloadReason",
     "RemoteStatus",
+    "RemoteWatch",
     "changed_paths",
 ]
 
 M = TypeVar("M")
+T = TypeVar("T")
 Hook: typing.TypeAlias = Callable[[M | None, M], None]
 """A reload hook: ``hook(old, new)``, ``old`` is ``None`` on the first install."""
+AsyncHookFn: typing.TypeAlias = Callable[[M | None, M], Awaitable[None]]
+"""A coroutine reload hook, run on the loop it was registered from."""
 _USAGE: Final = object()
 log = logging.getLogger("dynconf.engine")
 
 _KNOWN_EXTENSIONS = ("toml", "json", "yaml", "yml", "ini", "properties")
+_NOT_CACHED: Final = frozenset({"recovered", "replaced"})
 
 
 class ReloadReason(StrEnum):
@@ -76,6 +107,7 @@ class ReloadReason(StrEnum):
     REMOTE_CHANGED = "remote-changed"
     MANUAL = "manual"
     RECOVERED = "recovered"
+    REPLACED = "replaced"
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,27 +156,24 @@ class RemoteStatus:
         return self.consecutive_failures == 0
 
 
-@dataclass(frozen=True, slots=True)
-class Change:
-    """One path that differs between two snapshots (``added``, ``removed``, ``changed``)."""
-
-    path: str
-    kind: str
-
-
-def changed_paths(old: Document | None, new: Document) -> list[Change]:
-    """Leaf paths that moved between two resolved sections, sorted; values never reported."""
-    before = dict(walk_leaves(old or {}))
-    after = dict(walk_leaves(new))
-    changes: list[Change] = []
-    for path in sorted(before.keys() | after.keys()):
-        if path not in before:
-            changes.append(Change(path, "added"))
-        elif path not in after:
-            changes.append(Change(path, "removed"))
-        elif type(before[path]) is not type(after[path]) or before[path] != after[path]:
-            changes.append(Change(path, "changed"))
-    return changes
+def _change_arguments(name: str, args: tuple[Any, ...]) -> tuple[list[str], Any]:
+    """Split ``on_change``-style arguments into the paths and the hook (``None``: decorator
+    form); anything that is not a path is a TypeError saying how to call it."""
+    *paths, last = args if args else (_USAGE,)
+    hook = None
+    if callable(last) and paths:
+        hook = last
+    else:
+        paths.append(last)
+    for position, path in enumerate(paths, 1):
+        if not isinstance(path, str) or not path:
+            given = "nothing" if path is _USAGE else f"a {type(path).__name__}"
+            raise TypeError(
+                f"{name} takes one or more dotted paths, then optionally the hook: "
+                f'config.{name}("db", hook) or @config.{name}("db"); argument '
+                f"{position} is {given}, not a path"
+            )
+    return paths, hook
 
 
 class HookGuard:
@@ -202,8 +231,16 @@ class DynamicConfig(Generic[M]):
     """The installed model: an attribute read, raising NotInitialisedError before init."""
 
     def __init__(
-        self, model: type[M] | None = None, key: str = "", *, secrets: Collection[str] = ()
+        self,
+        model: type[M] | None = None,
+        key: str = "",
+        *,
+        secrets: Collection[str] = (),
+        executor: Executor | None = None,
     ) -> None:
+        """``executor`` runs the blocking half of the ``_async`` calls (``None``: the
+        process default of :func:`dynconf.concurrency.set_executor`, else anyio's pool)."""
+        self.executor = executor
         self._adapter: ModelAdapter[M] = ModelAdapter(model)
         self._spec = LoadSpec(key=key)
         self._secrets = frozenset(secrets) | frozenset(secret_paths(model))
@@ -220,8 +257,22 @@ class DynamicConfig(Generic[M]):
         self._remote: _RemoteSlot | None = None
         self._remote_generation = 0
         self._watch: FileWatch | None = None
+        self._remote_watch: RemoteWatch | None = None
         self._loaded_once = False
+        self._cache: LastKnownGood | None = None
+        self._models: Broadcast[M] = Broadcast()
+        self._events: Broadcast[ConfigEvent] = Broadcast()
         self.current = self._not_initialised
+        _LIVE.add(self)
+
+    @classmethod
+    def from_settings(cls, settings_cls: type[Any], key: str = "") -> DynamicConfig[Any]:
+        """A configuration whose layers are what a pydantic-settings class declares
+        (files, ``.env``, secrets dir, prefixed and nested variable names); see
+        :func:`dynconf.settings.from_settings`."""
+        from dynconf.settings import from_settings
+
+        return from_settings(settings_cls, key)
 
     # ------------------------------------------------------------------ sources
     def _source_change(self) -> None:
@@ -293,6 +344,24 @@ class DynamicConfig(Generic[M]):
         self._spec.aliases.append((old, new))
         return self
 
+    def cache(
+        self, path: str | Path, mode: CacheMode | str = CacheMode.REDACTED
+    ) -> DynamicConfig[M]:
+        """Keep the last good section on disk, so a cold start whose sources fail starts
+        from it (see :mod:`dynconf.cache`): ``redacted`` (no secret paths, the default),
+        ``full`` or ``fingerprint`` (no values; reports drift, never recovers)."""
+        self._source_change()
+        chosen = CacheMode(mode)
+        if chosen is CacheMode.REDACTED and self.model is None and not self._secrets:
+            raise BackendError(
+                "a redacted cache must know which paths are secret, and an untyped "
+                "configuration does not say; pass DynamicConfig(None, key, secrets=[...]) "
+                "or choose mode='full'",
+                origin=Origin.file(str(path)),
+            )
+        self._cache = LastKnownGood(path, chosen, self._secrets)
+        return self
+
     # ------------------------------------------------------------------ runtime layers
     def set_default(self, path: str, value: Value) -> DynamicConfig[M]:
         from dynconf.document import set_path
@@ -362,6 +431,19 @@ class DynamicConfig(Generic[M]):
         """Why the last reload was refused (``None`` after a success)."""
         return self._last_error
 
+    async def _blocking(self, function: Callable[..., T], *args: Any) -> T:
+        return await run_blocking(function, *args, executor=self.executor)
+
+    def _after_fork_in_child(self) -> None:
+        """Only the forking thread survives a fork: locks another thread held stay held
+        and watcher threads are gone. The child keeps its snapshot and starts afresh."""
+        self._lock = threading.RLock()
+        self._cond = threading.Condition(threading.Lock())
+        self._watch = None
+        self._remote_watch = None
+        self._models = Broadcast()
+        self._events = Broadcast()
+
     def _not_initialised(self) -> M:
         raise NotInitialisedError(
             f"the configuration `{self.key}` has not been loaded; call init() first"
@@ -387,8 +469,22 @@ class DynamicConfig(Generic[M]):
         return self._resolve_and_validate()[1]
 
     def init(self) -> M:
-        """The first install (reason ``initial``); raises when the first load fails."""
-        return self._reload(ReloadReason.INITIAL)
+        """The first install (reason ``initial``); raises when the first load fails.
+
+        A remote source that has never been fetched is fetched first. With a
+        :meth:`cache`, a failed first load starts from the last good document instead
+        (reason ``recovered``) and raises only when that cannot load either.
+        """
+        slot = self._remote
+        if slot is not None and slot.fetches == 0 and not is_async_source(slot.source):
+            try:
+                self.refresh_remote()
+            except DynconfError as error:
+                return self._recover_or_refuse(error)
+        try:
+            return self._reload(ReloadReason.INITIAL)
+        except DynconfError as error:
+            return self._recover(error)
 
     def reload(self, reason: ReloadReason = ReloadReason.MANUAL) -> M:
         """Resolve, validate and install; a refusal keeps the previous snapshot and raises."""
@@ -406,37 +502,127 @@ class DynamicConfig(Generic[M]):
         with self._lock:
             self._loaded_once = True
             started = time.perf_counter()
-            try:
-                resolved, model = self._resolve_and_validate()
-            except DynconfError as error:
-                self._refuse(error)
-                raise
-            old = self._snapshot
-            self._generation += 1
-            snapshot = _Snapshot(
-                model=model,
-                resolved=resolved,
-                generation=self._generation,
-                loaded_at=time.monotonic(),
-                reason=reason,
-            )
-            self._snapshot = snapshot
-            self.current = itertools.repeat(model).__next__
+            resolved, model = self._prepare()
+            old, snapshot = self._install(resolved, model, reason, started)
+        self._announce(old, snapshot)
+        return model
+
+    def _prepare(self) -> tuple[Resolved, M]:
+        """Resolve and validate; a refusal is recorded (status, events) and raised."""
+        try:
+            return self._resolve_and_validate()
+        except DynconfError as error:
+            self._refuse(error)
+            raise
+
+    def _install(
+        self, resolved: Resolved, model: M, reason: ReloadReason, started: float
+    ) -> tuple[_Snapshot[M] | None, _Snapshot[M]]:
+        """Publish a validated model (the caller holds the lock); nothing here can fail."""
+        old = self._snapshot
+        self._generation += 1
+        snapshot = _Snapshot(
+            model=model,
+            resolved=resolved,
+            generation=self._generation,
+            loaded_at=time.monotonic(),
+            reason=reason,
+        )
+        self._snapshot = snapshot
+        self.current = itertools.repeat(model).__next__
+        if reason is not ReloadReason.RECOVERED:
+            # a recovered start keeps its refusal streak: it serves an old document
             self._consecutive_failures = 0
             self._last_error = None
-            log.debug(
-                "config_reload",
-                extra={
-                    "config": self.key,
-                    "reason": reason.value,
-                    "generation": self._generation,
-                    "duration_ms": round((time.perf_counter() - started) * 1000, 3),
-                    "outcome": "installed",
-                },
-            )
+        if self._cache is not None and reason not in _NOT_CACHED:
+            self._keep_in_cache(old, resolved.section)
+        log.debug(
+            "config_reload",
+            extra={
+                "config": self.key,
+                "reason": reason.value,
+                "generation": self._generation,
+                "duration_ms": round((time.perf_counter() - started) * 1000, 3),
+                "outcome": "installed",
+            },
+        )
+        return old, snapshot
+
+    def _announce(self, old: _Snapshot[M] | None, snapshot: _Snapshot[M]) -> None:
+        """Wake waiters and streams first, then run the hooks, outside the lock."""
         with self._cond:
             self._cond.notify_all()
+        if self._models:
+            self._models.publish(snapshot.model)
+        if self._events:
+            moved = (
+                ()
+                if old is None
+                else tuple(
+                    c.path for c in changed_paths(old.resolved.section, snapshot.resolved.section)
+                )
+            )
+            self._events.publish(
+                Reloaded(
+                    generation=snapshot.generation, reason=snapshot.reason.value, changed=moved
+                )
+            )
         self._run_hooks(old, snapshot)
+
+    def _keep_in_cache(self, old: _Snapshot[M] | None, section: Document) -> None:
+        cache = self._cache
+        assert cache is not None
+        if old is None and cache.mode is CacheMode.FINGERPRINT:
+            drift = cache.drift(section)
+            if drift is not None:
+                log.info("config_cache_drift", extra={"config": self.key, "drift": drift})
+        cache.write(section)
+
+    def _recover(self, error: DynconfError) -> M:
+        """A cold start failed: start from the cache, or raise ``error`` unchanged."""
+        cache = self._cache
+        if cache is None or self._snapshot is not None:
+            raise error
+        cached = cache.recoverable()
+        if cached is None:
+            log.warning(
+                "config_cache_not_recovered",
+                extra={"config": self.key, "cache": str(cache.path), "mode": cache.mode.value},
+            )
+            raise error
+        # the cache replaces what could not load (files, discovery, defaults, remote,
+        # secrets dir); the environment layers, flags and overrides still sit above it
+        spec = replace(
+            self._spec,
+            files=[],
+            discover=[],
+            defaults={},
+            secrets_dir=None,
+            remote=None,
+            cached=cached,
+        )
+        with self._lock:
+            started = time.perf_counter()
+            try:
+                resolved = resolve(spec)
+                model = self._adapter.validate(resolved.section, key=self.key)
+            except DynconfError as second:
+                error.add_note(
+                    f"the cached configuration {cache.path} did not load either "
+                    f"({second.kind.value} at `{second.path}`)"
+                )
+                raise error from None
+            old, snapshot = self._install(resolved, model, ReloadReason.RECOVERED, started)
+        log.warning(
+            "config_recovered_from_cache",
+            extra={
+                "config": self.key,
+                "cache": str(cache.path),
+                "kind": error.kind.value,
+                "path": error.path,
+            },
+        )
+        self._announce(old, snapshot)
         return model
 
     def _refuse(self, error: DynconfError) -> None:
@@ -450,6 +636,15 @@ class DynamicConfig(Generic[M]):
         )
         with self._cond:
             self._cond.notify_all()
+        if self._events:
+            self._events.publish(
+                ReloadFailed(
+                    generation=self._generation,
+                    kind=error.kind.value,
+                    path=error.path,
+                    consecutive=self._consecutive_failures,
+                )
+            )
         for hook in list(self._failure_hooks):
             try:
                 hook(error)
@@ -464,14 +659,23 @@ class DynamicConfig(Generic[M]):
                 log.exception("config_hook_failed", extra={"config": self.key})
 
     async def init_async(self) -> M:
-        await self.refresh_remote_async() if self._remote is not None else None
-        return await anyio.to_thread.run_sync(self.init)
+        """:meth:`init` off the event loop; an async remote source is fetched on the loop."""
+        try:
+            if self._remote is not None:
+                await self.refresh_remote_async()
+        except DynconfError as error:
+            return await self._blocking(self._recover_or_refuse, error)
+        return await self._blocking(self.init)
+
+    def _recover_or_refuse(self, error: DynconfError) -> M:
+        self._refuse(error)
+        return self._recover(error)
 
     async def reload_async(self, reason: ReloadReason = ReloadReason.MANUAL) -> M:
-        return await anyio.to_thread.run_sync(self.reload, reason)
+        return await self._blocking(self.reload, reason)
 
     async def load_async(self) -> M:
-        return await anyio.to_thread.run_sync(self.load)
+        return await self._blocking(self.load)
 
     # ------------------------------------------------------------------ diagnostics
     def _resolved(self) -> Resolved:
@@ -503,6 +707,78 @@ class DynamicConfig(Generic[M]):
     def source_of(self, path: str) -> Origin | None:
         """Which layer supplied the installed value at ``path`` (``None`` if nothing did)."""
         return self._resolved().source_of(path)
+
+    def is_set(self, path: str) -> bool:
+        """Whether any source supplies ``path`` now (the sources are read again, so it
+        answers before ``init()`` and after a refused reload)."""
+        return has_path(resolve(self._spec_for_load()).section, path)
+
+    def check(self) -> Report:
+        """Would the sources load now, and which keys does the model not declare?
+
+        Reads the sources and validates, installing nothing and recording no refusal.
+        """
+        try:
+            resolved = resolve(self._spec_for_load())
+        except DynconfError as error:
+            return Report(self.key, (), (), str(error), error.kind.value, error.path)
+        leaves = tuple(
+            ResolvedLeaf(path, resolved.source_of(path)) for path in leaf_paths(resolved.section)
+        )
+        unknown = unknown_keys(self.model, resolved.section)
+        failure: DynconfError | None = None
+        try:
+            self._adapter.validate(resolved.section, key=self.key)
+        except DynconfError as error:
+            failure = error
+        return Report(
+            key=self.key,
+            resolved=leaves,
+            unknown=tuple(unknown or ()),
+            failure=None if failure is None else str(failure),
+            failure_kind=None if failure is None else failure.kind.value,
+            failure_path=None if failure is None else failure.path,
+            unknown_checked=unknown is not None,
+        )
+
+    def snapshot(self) -> Snapshot:
+        """The installed section and its provenance, without the model."""
+        snapshot = self._snapshot
+        if snapshot is None:
+            self._not_initialised()
+        assert snapshot is not None
+        resolved = snapshot.resolved
+        return Snapshot(
+            resolved.section, resolved.origins, snapshot.generation, snapshot.reason.value
+        )
+
+    def replace(self, model: M) -> M:
+        """Install a model built by the caller (reason ``replaced``): hooks, streams and the
+        generation move as for a reload; the cache is not written (no source produced it)."""
+        expected = self.model
+        if expected is None:
+            if not isinstance(model, Mapping):
+                raise TypeError(f"replace() takes a Values mapping, not {type(model).__name__}")
+            if not isinstance(model, Values):
+                model = typing.cast(M, Values(dict(model)))
+        elif isinstance(expected, type) and not isinstance(model, expected):
+            raise TypeError(f"replace() takes a {expected.__name__}, not {type(model).__name__}")
+        section = _section_of(model)
+        resolved = Resolved(
+            section,
+            [Contribution("replaced", Origin.runtime("replace()"), section)],
+            documents=[],
+            copies=[],
+            files=[],
+            dirs=[],
+        )
+        with self._lock:
+            self._loaded_once = True
+            old, snapshot = self._install(
+                resolved, model, ReloadReason.REPLACED, time.perf_counter()
+            )
+        self._announce(old, snapshot)
+        return model
 
     def explain(self, path: str) -> Any:
         """Every layer that supplied ``path``, lowest first; secret paths shown as ``***``."""
@@ -548,34 +824,164 @@ class DynamicConfig(Generic[M]):
         with no path, a path that is not a string — is a :class:`TypeError` saying so,
         never a hook silently registered under a path nobody writes.
         """
-        *paths, last = args if args else (_USAGE,)
-        hook = None
-        if callable(last) and paths:
-            hook = last
-        else:
-            paths.append(last)
-        for position, path in enumerate(paths, 1):
-            if not isinstance(path, str) or not path:
-                given = "nothing" if path is _USAGE else f"a {type(path).__name__}"
-                raise TypeError(
-                    f"on_change takes one or more dotted paths, then optionally the hook: "
-                    f'config.on_change("db", hook) or @config.on_change("db"); argument '
-                    f"{position} is {given}, not a path"
-                )
+        paths, hook = _change_arguments("on_change", args)
 
         def register(hook: Hook[M]) -> HookGuard:
-            state: dict[str, Document | None] = {"section": None}
-
-            def filtered(old: M | None, new: M) -> None:
-                section = self._resolved().section
-                moved = {c.path for c in changed_paths(state["section"], section)}
-                state["section"] = section
-                if any(m == p or m.startswith(f"{p}.") for m in moved for p in paths):
-                    hook(old, new)
-
-            return self.on_reload(filtered)
+            return self.on_reload(self._filtered(paths, hook))
 
         return register if hook is None else register(hook)
+
+    def _filtered(self, paths: list[str], hook: Hook[M]) -> Hook[M]:
+        """``hook`` behind a filter that passes only installs where one of ``paths`` moved
+        (the first install always passes: everything was added)."""
+        state: dict[str, Document | None] = {"section": None}
+
+        def filtered(old: M | None, new: M) -> None:
+            section = self._resolved().section
+            moved = {c.path for c in changed_paths(state["section"], section)}
+            state["section"] = section
+            if any(m == p or m.startswith(f"{p}.") for m in moved for p in paths):
+                hook(old, new)
+
+        return filtered
+
+    # ------------------------------------------------------------------ asyncio
+    def on_reload_async(
+        self,
+        hook: AsyncHookFn[M] | None = None,
+        /,
+        *,
+        backpressure: Backpressure | str = Backpressure.LATEST,
+    ) -> Any:
+        """Run the coroutine ``hook(old, new)`` as a task on the calling loop after every
+        install; register it from that loop. Usable as a decorator.
+
+        The installing thread only schedules it (``call_soon_threadsafe``) and never waits;
+        ``backpressure`` says what happens when installs outrun the hook (``latest`` by
+        default: while a call runs, only the newest install waits to run next).
+        """
+        policy = Backpressure(backpressure)
+
+        def register(hook: AsyncHookFn[M]) -> HookGuard:
+            return self.on_reload(AsyncHook(hook, policy, what="on_reload_async"))
+
+        return register if hook is None else register(hook)
+
+    @typing.overload
+    def on_change_async(
+        self, path: str, /, *paths: str, backpressure: Backpressure | str = ...
+    ) -> Callable[[AsyncHookFn[M]], HookGuard]: ...
+
+    @typing.overload
+    def on_change_async(
+        self, path: str, hook: AsyncHookFn[M], /, *, backpressure: Backpressure | str = ...
+    ) -> HookGuard: ...
+
+    @typing.overload
+    def on_change_async(
+        self, path: str, /, *rest: str | AsyncHookFn[M], backpressure: Backpressure | str = ...
+    ) -> Any: ...
+
+    def on_change_async(
+        self, *args: Any, backpressure: Backpressure | str = Backpressure.LATEST
+    ) -> Any:
+        """:meth:`on_change` for a coroutine hook, dispatched like :meth:`on_reload_async`:
+        ``config.on_change_async("db", hook)`` or ``@config.on_change_async("db")``."""
+        paths, hook = _change_arguments("on_change_async", args)
+        policy = Backpressure(backpressure)
+
+        def register(hook: AsyncHookFn[M]) -> HookGuard:
+            dispatch = AsyncHook(hook, policy, what="on_change_async")
+            return self.on_reload(self._filtered(paths, dispatch))
+
+        return register if hook is None else register(hook)
+
+    def changes(self, buffer: int = DEFAULT_BUFFER) -> Stream[M]:
+        """An async iterator of every model installed from now on, in order.
+
+        It never slows a reload: installs are handed to the loop and buffered; when more
+        than ``buffer`` wait undelivered, the oldest waiting are dropped, so the newest is
+        always delivered (``buffer=1`` is pure newest-wins). Call it from the loop that
+        iterates; the subscription starts at the call.
+        """
+        return self._models.stream("changes()", buffer)
+
+    def events(self, buffer: int = DEFAULT_BUFFER) -> Stream[ConfigEvent]:
+        """An async iterator of :class:`~dynconf.notify.Reloaded` and
+        :class:`~dynconf.notify.ReloadFailed` events, with :meth:`changes`' buffering.
+
+        Events carry generations, reasons, kinds, paths and counts, never a value.
+        """
+        return self._events.stream("events()", buffer)
+
+    async def watch_async(
+        self, debounce: float = DEFAULT_DEBOUNCE, poll_interval: float | None = None
+    ) -> FileWatch:
+        """:meth:`watch`, started off the loop (registering directories is blocking work)."""
+        return await self._blocking(self.watch, debounce, poll_interval)
+
+    @contextlib.asynccontextmanager
+    async def watching_async(
+        self, debounce: float = DEFAULT_DEBOUNCE, poll_interval: float | None = None
+    ) -> AsyncIterator[FileWatch]:
+        watch = await self.watch_async(debounce, poll_interval)
+        try:
+            yield watch
+        finally:
+            watch.stop()
+            await self._blocking(watch.join, 2.0)
+
+    def _follows(self, watch: bool) -> tuple[bool, bool]:
+        """What :meth:`running` follows: (files, remote)."""
+        spec = self._spec
+        files = any(isinstance(f, Path) for f in spec.files)
+        local = bool(files or spec.discover or spec.env_files or spec.secrets_dir)
+        return watch and local, watch and self._remote is not None
+
+    @contextlib.contextmanager
+    def running(
+        self,
+        watch: bool = True,
+        debounce: float = DEFAULT_DEBOUNCE,
+        poll_interval: float | None = None,
+        remote_interval: float = 15.0,
+    ) -> Iterator[M]:
+        """``init()``, then follow every input (files and the remote store) until the block
+        ends, then stop. Yields the first model; later installs go to ``current()``."""
+        model = self.init()
+        files, remote = self._follows(watch)
+        with contextlib.ExitStack() as stack:
+            if files:
+                stack.enter_context(self.watching(debounce, poll_interval))
+            if remote:
+                follower = self.watch_remote(remote_interval)
+                stack.callback(follower.join, 2.0)
+                stack.callback(follower.stop)
+            yield model
+
+    @contextlib.asynccontextmanager
+    async def running_async(
+        self,
+        watch: bool = True,
+        debounce: float = DEFAULT_DEBOUNCE,
+        poll_interval: float | None = None,
+        remote_interval: float = 15.0,
+    ) -> AsyncIterator[M]:
+        """:meth:`running` for a service on an event loop; the shape of an ASGI lifespan."""
+        model = await self.init_async()
+        files, remote = self._follows(watch)
+        async with contextlib.AsyncExitStack() as stack:
+            if files:
+                await stack.enter_async_context(self.watching_async(debounce, poll_interval))
+            if remote:
+                follower = self.watch_remote(remote_interval)
+
+                async def stop_following() -> None:
+                    follower.stop()
+                    await self._blocking(follower.join, 2.0)
+
+                stack.push_async_callback(stop_following)
+            yield model
 
     def on_reload_failed(self, hook: Callable[[DynconfError], None]) -> HookGuard:
         self._failure_hooks.append(hook)
@@ -596,7 +1002,21 @@ class DynamicConfig(Generic[M]):
         return None
 
     async def changed_async(self, timeout: float | None = None) -> M | None:
-        return await anyio.to_thread.run_sync(self.changed, timeout, abandon_on_cancel=True)
+        """The next install (its model) or refusal (``None``), awaited on the loop; ``None``
+        also when ``timeout`` passes first. Nothing polls and no thread is parked."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # another async library (trio): wait on a worker thread
+            return await anyio.to_thread.run_sync(self.changed, timeout, abandon_on_cancel=True)
+        stream = self.events(buffer=1)
+        try:
+            with anyio.move_on_after(timeout):
+                event = await anext(stream)
+                if isinstance(event, Reloaded):
+                    return self.try_current()
+            return None
+        finally:
+            await stream.aclose()
 
     # ------------------------------------------------------------------ file watching
     def watch(
@@ -606,6 +1026,16 @@ class DynamicConfig(Generic[M]):
 
         One watcher per configuration; a refused reload keeps the previous snapshot.
         """
+        return self._start_watch(
+            debounce, poll_interval, lambda _trigger: self._reload(ReloadReason.FILE_CHANGED)
+        )
+
+    def _start_watch(
+        self,
+        debounce: float,
+        poll_interval: float | None,
+        on_settled: Callable[[Path], object],
+    ) -> FileWatch:
         if self._watch is not None and self._watch.running:
             raise OSError("could not start watching: this configuration already has a watcher")
         resolved = self._snapshot.resolved if self._snapshot else resolve(self._spec_for_load())
@@ -632,7 +1062,7 @@ class DynamicConfig(Generic[M]):
         self._watch = FileWatch(
             directories,
             relevant,
-            lambda _trigger: self._reload(ReloadReason.FILE_CHANGED),
+            on_settled,
             debounce=debounce,
             poll_interval=poll_interval,
             on_error=on_error,
@@ -663,6 +1093,14 @@ class DynamicConfig(Generic[M]):
     def clear_remote(self) -> None:
         if self._remote is not None:
             self._remote.document = None
+
+    @property
+    def watching_now(self) -> bool:
+        """Whether a file watch or a remote follower of this configuration is running."""
+        files, remote = self._watch, self._remote_watch
+        return bool(
+            (files is not None and files.running) or (remote is not None and remote.running)
+        )
 
     @property
     def remote_description(self) -> str | None:
@@ -740,7 +1178,7 @@ class DynamicConfig(Generic[M]):
             if is_async_source(source):
                 answer = await typing.cast(AsyncRemoteSource, source).fetch()
             else:
-                answer = await anyio.to_thread.run_sync(typing.cast(RemoteSource, source).fetch)
+                answer = await self._blocking(typing.cast(RemoteSource, source).fetch)
         except Exception as exc:
             raise self._fetch_failed(slot, exc) from exc
         self._store_answer(slot, answer, time.perf_counter() - started)
@@ -751,7 +1189,8 @@ class DynamicConfig(Generic[M]):
         Failures back off (doubling from ``interval``, 300 s cap, ±25 % spread) and reopen
         the store's watch; a refused reload keeps the previous snapshot.
         """
-        return RemoteWatch(self, self._slot(), interval).start()
+        self._remote_watch = RemoteWatch(self, self._slot(), interval).start()
+        return self._remote_watch
 
     def _deliver(self, slot: _RemoteSlot, answer: Fetched | Absent) -> None:
         """Keep a delivered document and reload, unless it is the one already kept."""
@@ -776,6 +1215,30 @@ class DynamicConfig(Generic[M]):
         else:
             answer = typing.cast(RemoteSource, source).fetch()
         self._deliver(slot, answer)
+
+
+def _section_of(model: Any) -> Document:
+    """A model as plain data, for a :meth:`DynamicConfig.replace` snapshot."""
+    if isinstance(model, Values):
+        return model.to_dict()
+    if hasattr(model, "model_dump"):
+        return typing.cast(Document, model.model_dump(mode="python"))
+    if dataclasses.is_dataclass(model) and not isinstance(model, type):
+        return dataclasses.asdict(model)
+    if isinstance(model, Mapping):
+        return dict(model)
+    return {}
+
+
+_LIVE: weakref.WeakSet[DynamicConfig[Any]] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for config in list(_LIVE):
+        config._after_fork_in_child()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class RemoteWatch:

@@ -9,6 +9,7 @@ keep their paths and rules but lose every input value before they leave this mod
 from __future__ import annotations
 
 import dataclasses
+import sys
 import typing
 from collections.abc import Iterator, Mapping
 from typing import Any, Generic, TypeVar
@@ -128,6 +129,8 @@ class ModelAdapter(Generic[M]):
         try:
             if self._adapter is None:
                 pydantic_model = typing.cast(type[BaseModel], model)
+                if _is_settings(pydantic_model):
+                    return typing.cast(M, _validate_settings(pydantic_model, section))
                 return typing.cast(M, pydantic_model.model_validate(section))
             return typing.cast(M, self._adapter.validate_python(section))
         except ValidationError as exc:
@@ -142,6 +145,25 @@ class ModelAdapter(Generic[M]):
                 errors=errors,
                 origin=Origin.runtime("validation"),
             ) from None
+
+
+def _is_settings(model: type[BaseModel]) -> bool:
+    # a BaseSettings subclass exists only once pydantic_settings is imported
+    settings = sys.modules.get("pydantic_settings")
+    return settings is not None and issubclass(model, settings.BaseSettings)
+
+
+def _validate_settings(model: type[BaseModel], section: Document) -> BaseModel:
+    """Validate a ``BaseSettings`` class from ``section`` alone.
+
+    Its own ``model_validate`` runs ``__init__``, which reads pydantic-settings' sources
+    (the environment, ``.env``, secrets) under ours: a second, hidden stack that would
+    fill any field the section leaves out, and bypass provenance and the hot reload.
+    """
+    from pydantic_settings import InitSettingsSource
+
+    values = dict(section)
+    return model(_build_sources=((InitSettingsSource(model, values),), values))  # type: ignore[arg-type]
 
 
 def _unknown_dataclass_keys(model: Any, section: Mapping[str, Any], prefix: str) -> list[str]:

@@ -98,6 +98,8 @@ class LoadSpec:
     profile_env: str | None = None
     whole_document: bool = False
     environ: Mapping[str, str] | None = None
+    cached: Document | None = None
+    """A last-known-good section (:mod:`dynconf.cache`), the bottom layer of a recovery."""
 
     def set_assignments(self, assignments: Iterable[str]) -> None:
         """Add ``path=value`` flags, each value typed by the text grammar."""
@@ -417,6 +419,8 @@ class _Loader:
     def run(self) -> Resolved:
         spec = self.spec
         profile = profile_from_env(spec.profile_env, self.environ)
+        if spec.cached is not None:
+            self.add("cached", Origin.runtime("cached configuration"), deep_copy(spec.cached))
         if spec.defaults:
             self.add("default", Origin.runtime("default"), deep_copy(spec.defaults))
         for name, directories in spec.discover:

@@ -27,9 +27,10 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 
 from dynconf.config import DynamicConfig
 from dynconf.document import Document, deep_copy
+from dynconf.errors import BackendError, Origin
 from dynconf.resolve import LoadSpec, resolve
 
-__all__ = ["DynconfSettingsSource"]
+__all__ = ["DynconfSettingsSource", "from_settings"]
 
 
 class DynconfSettingsSource(PydanticBaseSettingsSource):
@@ -84,3 +85,94 @@ class DynconfSettingsSource(PydanticBaseSettingsSource):
                     out[spelling] = deep_copy(section[spelling])
                     break
         return out
+
+
+# ---------------------------------------------------------------------------- from_settings
+_FILE_KEYS = ("toml_file", "json_file", "yaml_file")
+_UTF8 = (None, "utf-8", "utf8", "UTF-8")
+_ENCODINGS = ("env_file_encoding", "json_file_encoding", "yaml_file_encoding")
+
+
+def _paths(value: Any) -> list[Path]:
+    if value is None:
+        return []
+    if isinstance(value, str | Path):
+        return [Path(value)]
+    return [Path(item) for item in value]
+
+
+def _leaf_fields(model: type[Any], prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    """Dotted field paths down to scalar leaves (nested models are walked)."""
+    from pydantic import BaseModel
+
+    leaves: list[tuple[str, ...]] = []
+    for name, info in model.model_fields.items():
+        annotation = info.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            leaves.extend(_leaf_fields(annotation, (*prefix, name)))
+        else:
+            leaves.append((*prefix, name))
+    return leaves
+
+
+def _untranslatable(settings_cls: type[BaseSettings]) -> list[str]:
+    config: dict[str, Any] = dict(settings_cls.model_config)
+    refused = [
+        name
+        for name in ("cli_parse_args", "yaml_config_section", "env_parse_none_str")
+        if config.get(name)
+    ]
+    refused += [name for name in _ENCODINGS if config.get(name) not in _UTF8]
+    if settings_cls.settings_customise_sources.__func__ is not (  # type: ignore[attr-defined]
+        BaseSettings.settings_customise_sources.__func__  # type: ignore[attr-defined]
+    ):
+        refused.append("settings_customise_sources")
+    return sorted(refused)
+
+
+def from_settings(settings_cls: type[BaseSettings], key: str = "") -> DynamicConfig[Any]:
+    """A :class:`DynamicConfig` whose layers are what ``settings_cls`` declares.
+
+    ``toml_file`` / ``json_file`` / ``yaml_file`` become files (in that order, later wins),
+    ``env_file`` the ``.env`` layer, ``secrets_dir`` the secrets directory, and every leaf
+    field one environment binding named as pydantic-settings names it: ``env_prefix`` +
+    the field (an alias, when the field has one, instead), nested fields joined with
+    ``env_nested_delimiter`` (without one, only top-level scalar fields are bound:
+    pydantic-settings would read a nested model from one JSON variable), upper-cased unless
+    ``case_sensitive``. With ``key=""`` the files are the whole document, as
+    pydantic-settings reads them. Settings with no equivalent are refused by name.
+    """
+    refused = _untranslatable(settings_cls)
+    if refused:
+        raise BackendError(
+            f"{settings_cls.__name__} sets {', '.join(refused)} in its settings, which "
+            "DynamicConfig cannot translate; remove them, or build the DynamicConfig "
+            "with the builder methods instead",
+            origin=Origin.runtime("from_settings"),
+        )
+    config: dict[str, Any] = dict(settings_cls.model_config)
+    built: DynamicConfig[Any] = DynamicConfig(settings_cls, key)
+    if not key:
+        built.whole_document()
+    for name in _FILE_KEYS:
+        for path in _paths(config.get(name)):
+            built.file(path)
+    for path in _paths(config.get("env_file")):
+        built.env_file(path)
+    for path in _paths(config.get("secrets_dir")):
+        built.secrets_dir(path)
+    prefix = config.get("env_prefix") or ""
+    delimiter = config.get("env_nested_delimiter")
+    sensitive = bool(config.get("case_sensitive"))
+    for segments in _leaf_fields(settings_cls):
+        if len(segments) > 1 and not delimiter:
+            continue  # pydantic-settings reads a nested model from JSON; files supply it here
+        info = settings_cls.model_fields[segments[0]]
+        alias = info.validation_alias if isinstance(info.validation_alias, str) else info.alias
+        if alias and len(segments) == 1:
+            # the model validates the alias spelling, so that is the path and the variable
+            built.bind_env(alias, alias if sensitive else alias.upper())
+            continue
+        variable = prefix + (delimiter or "").join(segments)
+        built.bind_env(".".join(segments), variable if sensitive else variable.upper())
+    return built
