@@ -82,6 +82,29 @@ def _review(pod: Any, uid: Any = "u-1") -> dict[str, Any]:
             "request": {"uid": uid, "namespace": "default", "object": pod}}  # fmt: skip
 
 
+ODD_SPECS = [1, [0], True, "x", {"containers": 1}, {"containers": [1]}, {"containers": ["app"]}]
+
+
+@pytest.mark.parametrize("spec", ODD_SPECS, ids=repr)
+@pytest.mark.parametrize(
+    "annotations",
+    [{}, {"dynamic-config.rs/inject": "false"}, None],
+    ids=["no-annotations", "inject-false", "annotations-absent"],
+)
+def test_a_pod_that_asks_for_nothing_is_allowed_untouched_whatever_its_spec(spec, annotations):
+    pod = {"metadata": {"name": "app", "annotations": annotations}, "spec": spec}
+    response = admit(_review(pod), parse_installation({}))["response"]
+    assert response == {"allowed": True, "uid": "u-1"}
+
+
+@pytest.mark.parametrize("spec", ODD_SPECS, ids=repr)
+def test_a_status_marked_pod_with_an_odd_spec_is_refused_as_a_copied_manifest(spec):
+    pod = {"metadata": {"annotations": {"dynamic-config.rs/status": "injected"}}, "spec": spec}
+    response = admit(_review(pod), parse_installation({}))["response"]
+    assert response["allowed"] is False
+    assert "the pod carries no injected agent" in response["status"]["message"]
+
+
 def _assert_refused(review_response: dict[str, Any], contains: str, uid: str = "u-1") -> None:
     assert review_response["apiVersion"] == "admission.k8s.io/v1"
     assert review_response["kind"] == "AdmissionReview"

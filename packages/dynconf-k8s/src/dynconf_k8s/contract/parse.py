@@ -10,6 +10,7 @@ are not here: :mod:`dynconf_k8s.contract.storecheck` asks each store plugin's
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from functools import cached_property
 from typing import Any, Final, TypeVar
 
 from dynconf_k8s.agent.flags import ON_DRIFT
@@ -107,11 +108,20 @@ def redact_userinfo(value: str) -> str:
     return f"{scheme}://…@{authority[at + 1 :]}{tail}"
 
 
-def injected_container_present(spec: Mapping[str, Any]) -> bool:
-    """Whether the pod already carries an injected agent (the idempotence check)."""
+def injected_container_present(spec: object) -> bool:
+    """Whether the pod already carries an injected agent (the idempotence check).
+
+    Runs before the spec's shape is checked (a pod that asks for nothing is never
+    shape-checked), so anything that is not a mapping or a list is no agent.
+    """
+    if not isinstance(spec, Mapping):
+        return False
     for group in ("containers", "initContainers"):
-        for container in spec.get(group) or []:
-            if container.get("name") in (AGENT, INIT):
+        containers = spec.get(group)
+        if not isinstance(containers, list):
+            continue
+        for container in containers:
+            if isinstance(container, Mapping) and container.get("name") in (AGENT, INIT):
                 return True
     return False
 
@@ -127,13 +137,26 @@ def _pinned(key: str, pod: str, tier: str) -> Refusal:
 class _Pod:
     """The annotations and spec of one pod, with helpers that refuse in the contract's words."""
 
-    def __init__(
-        self, annotations: Mapping[str, str], spec: Mapping[str, Any], inst: Installation
-    ) -> None:
+    def __init__(self, annotations: Mapping[str, str], spec: object, inst: Installation) -> None:
         self.ann = annotations
-        self.spec = spec
+        self._spec = spec
         self.inst = inst
-        self.containers: list[Mapping[str, Any]] = list(spec.get("containers") or [])
+
+    @cached_property
+    def spec(self) -> Mapping[str, Any]:
+        """The spec, read only once the pod asks for injection.
+
+        A pod that asks for nothing is allowed untouched whatever its spec holds; the
+        webhook's shape check (``webhook/shape.py``) has refused a malformed spec, by its
+        path, before an injecting pod gets here.
+        """
+        if not isinstance(self._spec, Mapping):
+            raise Refusal("request.object.spec is not an object, and admission needs a pod spec")
+        return self._spec
+
+    @cached_property
+    def containers(self) -> list[Mapping[str, Any]]:
+        return list(self.spec.get("containers") or [])
 
     def get(self, name: str, suffix: str | None = None) -> str | None:
         return self.ann.get(annotation(name, suffix))
@@ -399,9 +422,8 @@ def parse_pod(
     pass-through (a marked pod that already carries the agent) is the caller's check.
     """
     metadata = pod_object.get("metadata") or {}
-    spec = pod_object.get("spec") or {}
     annotations: Mapping[str, str] = metadata.get("annotations") or {}
-    pod = _Pod(annotations, spec, installation)
+    pod = _Pod(annotations, pod_object.get("spec") or {}, installation)
     inst = installation
 
     status = pod.get("status")

@@ -209,9 +209,8 @@ def _decide(
     base.pod = metadata.get("name") or metadata.get("generateName") or ""
     annotations = metadata.get("annotations") or {}
     base.source = _parsed_source(annotations.get(annotation("source")))
-    spec = pod.get("spec") or {}
     if annotations.get(annotation("status")) == INJECTED and injected_container_present(
-        spec if isinstance(spec, Mapping) else {}
+        pod.get("spec")
     ):
         return base
     if annotations.get(annotation("inject")) == "true":
