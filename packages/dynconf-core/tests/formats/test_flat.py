@@ -213,6 +213,18 @@ def test_ini_refuses_integers_past_64_bits() -> None:
 # --- properties ---------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("value", [2**63, -(2**63) - 1, 9999999999999999999, 10**40])
+def test_properties_refuses_integers_past_64_bits_by_path(value: int) -> None:
+    with pytest.raises(TypeMismatchError, match="outside the 64-bit range") as caught:
+        _dump(PROPERTIES, {"a": {"big": value}})
+    assert caught.value.path == "a.big"
+
+
+@pytest.mark.parametrize("value", [2**63 - 1, -(2**63)])
+def test_properties_writes_the_64_bit_bounds_and_reads_them_back_as_integers(value: int) -> None:
+    assert properties.parse(_dump(PROPERTIES, {"n": value}), ORIGIN) == {"n": value}
+
+
 def test_properties_reads_continuations_comments_and_escapes() -> None:
     text = (
         "# comment\n"

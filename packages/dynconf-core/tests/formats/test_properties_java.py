@@ -119,7 +119,7 @@ def _tricky_document() -> Document:
     document: Document = {f"v{index}": value for index, value in enumerate(values)}
     document.update({key: f"key {index}" for index, key in enumerate(KEYS)})
     document["db"] = {"host": "h", "port": "5432", "pool": {"max": 8, "ratio": 0.5}}
-    document["typed"] = {"yes": True, "no": False, "big": 2**70, "neg": -0.0, "e": 1e16}
+    document["typed"] = {"yes": True, "no": False, "big": 2**63 - 1, "neg": -0.0, "e": 1e16}
     document["float"] = {"inf": float("inf"), "nan": float("nan")}
     return document
 

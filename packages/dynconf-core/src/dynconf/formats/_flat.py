@@ -22,7 +22,7 @@ from typing import Final
 from dynconf.document import Document, Value, same_value
 from dynconf.errors import Origin, ParseError, TypeMismatchError
 from dynconf.formats._common import I64_MAX, I64_MIN, child, refuse_foreign, shown
-from dynconf.limits import MAX_DEPTH, too_deep
+from dynconf.limits import path_fits, too_deep
 
 WHITESPACE: Final = (
     "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007"
@@ -108,7 +108,7 @@ def insert(
 
 def check_depth(segments: list[str], *, label: str, origin: Origin) -> None:
     """Refuse a key of more than :data:`~dynconf.limits.MAX_DEPTH` segments, by path."""
-    if len(segments) > MAX_DEPTH:
+    if not path_fits(len(segments)):
         raise too_deep(label, segments, origin)
 
 
@@ -182,6 +182,20 @@ def leaves(
             stack.pop()
 
 
+def check_widened_integer(value: int, path: str, label: str) -> None:
+    """Refuse, by path, an integer :func:`widen` would read back as a float.
+
+    Widening keeps only 64-bit integers; written bare, anything wider comes back as a
+    float, so INI and properties refuse it rather than write a different document.
+    """
+    if not I64_MIN <= value <= I64_MAX:
+        raise refuse(
+            path,
+            f"is an integer outside the 64-bit range, which {label} reads back as a "
+            "float; store it as a string or render to json, toml or yaml instead",
+        )
+
+
 def widened_text(value: Value, path: str, label: str, *, trims: bool) -> str:
     """The text of a scalar that :func:`widen` reads back as the same value.
 
@@ -193,12 +207,7 @@ def widened_text(value: Value, path: str, label: str, *, trims: bool) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int):
-        if not I64_MIN <= value <= I64_MAX:
-            raise refuse(
-                path,
-                f"is an integer outside the 64-bit range, which {label} reads back as a "
-                "float; store it as a string or render to json, toml or yaml instead",
-            )
+        check_widened_integer(value, path, label)
         return str(value)
     if isinstance(value, float):
         return repr(value)

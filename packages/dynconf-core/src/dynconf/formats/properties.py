@@ -21,7 +21,8 @@ ASCII and reads the same as ISO-8859-1 (``load(InputStream)``) or UTF-8
 Because our own reader widens, the round trip through it is what Java preserves, not the
 typed document: a string ``"5432"`` comes back as the integer 5432, ``"\\"x\\""`` as
 ``x``. :func:`load_strings` reads a file the way Java sees it. Arrays, null, empty tables
-and key segments holding ``.`` are refused by path.
+and key segments holding ``.`` are refused by path, and so is an integer outside the
+64-bit range (our reader would widen it to a float, as it does for INI).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from dynconf.errors import Origin
 from dynconf.formats._common import check_document, is_blank
 from dynconf.formats._flat import (
     WHITESPACE,
+    check_widened_integer,
     insert,
     leaves,
     lines,
@@ -232,6 +234,8 @@ def _line(segments: list[str], value: Value) -> str:
                 "has an empty key or a key holding `.`, which properties reads as nesting; "
                 "rename it or render to json, toml or yaml instead",
             )
+    if isinstance(value, int) and not isinstance(value, bool):
+        check_widened_integer(value, path, LABEL)
     text = escape_value(java_text(value))
     return f"{escape_key(path)} = {text}" if text else f"{escape_key(path)} ="
 
