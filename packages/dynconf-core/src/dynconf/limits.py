@@ -38,6 +38,7 @@ __all__ = [
     "MAX_YAML_VALUES",
     "check_document",
     "integer_text_fits",
+    "path_fits",
     "path_text",
     "shown",
     "too_deep",
@@ -79,6 +80,18 @@ class _LongInteger:
 
 LONG_INTEGER: Final = _LongInteger()
 """What a parser's integer hook returns for a literal that is too long to convert."""
+
+
+def path_fits(length: int) -> bool:
+    """Whether a path of ``length`` keys and array indices is within :data:`MAX_DEPTH`.
+
+    The one way depth is counted, by every reader, every writer and the TOML pre-scan:
+    the length of the path of a value that exists. A container whose own path is at the
+    limit is fine while it is empty; only what it holds would be past it. (Counting the
+    container's brackets instead made the TOML reader refuse a 128-deep empty array its
+    writer had just written.)
+    """
+    return length <= MAX_DEPTH
 
 
 def integer_text_fits(digits: str) -> bool:
@@ -190,7 +203,7 @@ def check_document(document: Mapping[str, Any], label: str, origin: Origin | Non
         elif value is LONG_INTEGER:
             raise long_integer(label, path_text(_segments(link)), origin)
         elif isinstance(value, dict | list):
-            if value and depth == MAX_DEPTH:
+            if value and not path_fits(depth + 1):
                 first = next(iter(value)) if isinstance(value, dict) else 0
                 raise too_deep(label, [*_segments(link), first], origin)
             children: list[tuple[Any, _Link, int]] = []

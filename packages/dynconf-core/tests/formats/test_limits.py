@@ -15,6 +15,7 @@ import time
 import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import tomli_w
@@ -119,6 +120,30 @@ def test_nesting_past_what_the_parser_follows_is_still_a_limit_refusal(
 ) -> None:
     with pytest.raises(LimitError, match=DEPTH_LIMIT):
         fmt.parse(text, ORIGIN)
+
+
+def _empty_at_the_limit(empty: list[Any] | dict[str, Any]) -> Document:
+    """``a`` holding arrays nested until ``empty`` sits at a path of MAX_DEPTH segments."""
+    value: Any = empty
+    for _ in range(MAX_DEPTH - 1):
+        value = [value]
+    return {"a": value}
+
+
+@pytest.mark.parametrize("fmt", [JSON, YAML, TOML], ids=lambda f: f.name)
+@pytest.mark.parametrize("empty", [[], {}], ids=["array", "table"])
+def test_an_empty_container_at_the_limit_written_by_a_format_is_read_back_by_it(
+    fmt: FormatType, empty: list[Any] | dict[str, Any]
+) -> None:
+    document = _empty_at_the_limit(empty)
+    assert fmt.dump is not None
+    assert same_value(fmt.parse(fmt.dump(document), ORIGIN), document)
+
+
+def test_yaml_arrays_128_deep_convert_to_toml_and_read_back() -> None:
+    document = YAML.parse("a: " + "[" * MAX_DEPTH + "]" * MAX_DEPTH, ORIGIN)
+    assert TOML.dump is not None
+    assert same_value(TOML.parse(TOML.dump(document), ORIGIN), document)
 
 
 @pytest.mark.parametrize("fmt", BUILTIN_FORMATS, ids=lambda f: f.name)

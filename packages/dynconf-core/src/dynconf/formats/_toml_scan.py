@@ -28,6 +28,7 @@ from dynconf.limits import (
     MAX_INTEGER_DIGITS,
     integer_text_fits,
     long_integer,
+    path_fits,
     path_text,
     too_deep,
 )
@@ -89,13 +90,22 @@ class _State:
 
     def add_part(self, token: str) -> None:
         self.parts.append(token)
-        if len(self.key_base()) + len(self.parts) > MAX_DEPTH:
+        if not path_fits(len(self.key_base()) + len(self.parts)):
             raise too_deep(LABEL, [*self.key_base(), *_names(self.parts)], self.origin)
 
+    def check_element(self) -> None:
+        """Refuse a value (scalar, array or inline table) whose path is past the limit.
+
+        Counted as :func:`~dynconf.limits.check_document` counts, by the value's path: an
+        array at the limit may be written empty, only an element in it is too deep.
+        """
+        path = self.element_path()
+        if not path_fits(len(path)):
+            raise too_deep(LABEL, path, self.origin)
+
     def open_frame(self, kind: str) -> None:
+        self.check_element()
         base = self.element_path()
-        if kind == "[" and len(base) >= MAX_DEPTH:
-            raise too_deep(LABEL, [*base, 0], self.origin)
         self.frames.append(_Frame(kind, base))
         self.in_key = kind == "{"
         self.parts = []
@@ -157,7 +167,9 @@ def scan_tokens(text: str, origin: Origin) -> None:
         if group in {"string", "bare", "other"}:
             if state.in_key or state.in_header:
                 state.add_part(token)
-            elif group == "bare" and _DECIMAL.fullmatch(token):
+                continue
+            state.check_element()
+            if group == "bare" and _DECIMAL.fullmatch(token):
                 after = match.end()
                 before = match.start() - 1
                 dotted = (after < end and text[after] == ".") or (

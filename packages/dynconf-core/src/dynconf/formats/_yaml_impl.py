@@ -26,9 +26,9 @@ from dynconf.formats._common import (
 from dynconf.formats.yaml_ import MAX_VALUES
 from dynconf.limits import (
     LONG_INTEGER,
-    MAX_DEPTH,
     integer_text_fits,
     nested_beyond_parser,
+    path_fits,
     too_deep_at,
 )
 
@@ -137,7 +137,7 @@ class _Copier:
         return kind(f"YAML document refused: {where} {reason}", path=path, origin=self.origin)
 
     def copy(self, value: Any, path: str, depth: int = 0) -> Value:
-        if depth > MAX_DEPTH:
+        if not path_fits(depth):
             raise too_deep_at("YAML", path, self.origin)
         self.count += 1
         if self.count > MAX_VALUES:
