@@ -8,8 +8,13 @@ from pathlib import Path
 import pytest
 
 from dynconf_k8s.agent.canary import Canary, bucket, read_percent
-from dynconf_k8s.agent.flags import UsageError, output_extensions, parse_args
-from dynconf_k8s.agent.notify import NotifyTarget, parse_notify_url, send_notification
+from dynconf_k8s.agent.flags import VALUE_FLAGS, UsageError, output_extensions, parse_args
+from dynconf_k8s.agent.notify import (
+    NotifyTarget,
+    NotifyUrlError,
+    parse_notify_url,
+    send_notification,
+)
 
 from .conftest import AGENT
 
@@ -195,6 +200,12 @@ def test_notify_refusals(url: str, why: str) -> None:
     assert why in refused([*BASE, "--notify-http", url])
 
 
+@pytest.mark.parametrize("url", ["http://127.0.0.1:1/\ud800", "http://127.0.0.1:1/?q=\udcff"])
+def test_notify_url_with_a_lone_surrogate_is_refused_not_raised(url: str) -> None:
+    with pytest.raises(NotifyUrlError, match="lone surrogate"):
+        parse_notify_url(url)
+
+
 def test_notify_path_is_percent_encoded_ascii() -> None:
     target = parse_notify_url("http://127.0.0.1:8080/r\u00e9load?x=%41#frag")
     assert target.path == "/r%C3%A9load?x=%41"
@@ -250,3 +261,48 @@ def test_unknown_flag_exits_one_with_usage() -> None:
 )  # fmt: skip
 def test_numbers_are_ascii_digits_only(flag: str, value: str) -> None:
     assert flag in refused([*BASE, flag, value])
+
+
+@pytest.mark.parametrize("flag", sorted(VALUE_FLAGS - {"--source"}))
+def test_a_flag_value_that_is_not_utf8_is_refused_naming_the_flag(flag: str) -> None:
+    message = refused([*BASE, flag, "a\udcff.json"])
+    assert message == f"{flag} holds bytes that are not UTF-8 text; give it as UTF-8"
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["DYNAMIC_CONFIG_AGENT_ENDPOINT", "DYNAMIC_CONFIG_AGENT_TOKEN", "DYNAMIC_CONFIG_AGENT_PASSWORD",
+     "DYNAMIC_CONFIG_POD_NAME", "DYNAMIC_CONFIG_POD_UID"],
+)  # fmt: skip
+def test_an_environment_value_that_is_not_utf8_is_refused_naming_the_variable(name: str) -> None:
+    message = refused(BASE, {name: "s3cr3t\udcff"})
+    assert message == f"{name} holds bytes that are not UTF-8 text; give it as UTF-8"
+
+
+def test_argv_bytes_that_are_not_utf8_exit_one_with_one_usage_line() -> None:
+    argv = [arg.encode() for arg in BASE[:-1]] + [b"/tmp/x/app\xff.json"]
+    result = subprocess.run([bytes(AGENT), *argv], capture_output=True, timeout=30)
+    assert result.returncode == 1
+    first, _, rest = result.stderr.partition(b"\n")
+    assert (
+        first
+        == b"dynamic-config-agent: --out holds bytes that are not UTF-8 text; give it as UTF-8"
+    )
+    assert rest.startswith(b"\nusage: dynamic-config-agent")
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"),
+    [("--out", "/tmp/" + "L" * 2000), ("--on-drift", "x" * 5000), ("--file-mode", "7" * 3000),
+     ("--metrics-addr", "h" * 3000), ("--also", "out=/tmp/" + "L" * 2000),
+     ("--source", "S" * 3000), ("--" + "u" * 3000, "1")],
+)  # fmt: skip
+def test_a_refusal_cuts_a_long_value_short(flag: str, value: str) -> None:
+    message = refused([*BASE, flag, value])
+    assert len(message) < 500, len(message)
+    assert "…" in message and value not in message
+
+
+def test_a_refusal_spells_control_characters_in_a_value_as_escapes() -> None:
+    message = refused([*BASE, "--on-drift", "warn\nfail\x1b[31m"])
+    assert message.startswith("--on-drift warn\\u000afail\\u001b[31m is not one of")

@@ -19,7 +19,7 @@ import grpc
 import pytest
 
 from dynconf_k8s.node._generated import csi_pb2 as csi
-from dynconf_k8s.node.attributes import VolumeRefused
+from dynconf_k8s.node.attributes import VolumeRefused, parse_volume
 from dynconf_k8s.node.service import DRIVER_NAME, NodeAgent, NodeSettings
 
 from .conftest import Node, NodeProcess, read, wait_for
@@ -288,6 +288,21 @@ def test_a_refusal_quoting_a_long_value_is_bounded_to_one_status_line(node: Node
         assert "\n" not in details_of(error)
 
 
+@pytest.mark.parametrize("path", ["L" * 2000, "c", "dir/app.conf", "x" * 4000 + ".txt"])
+def test_a_path_no_format_writes_is_refused_briefly_without_echoing_it(path: str) -> None:
+    volume = {"source": "redis", "endpoint": "redis://127.0.0.1:1", "key": "k.json"}
+    with pytest.raises(VolumeRefused) as error:
+        parse_volume("/var/lib/kubelet/pods/p/volumes/v/mount", {**volume, "path": path}, {})
+    message = str(error.value)
+    assert message.startswith('the volume attribute "path" has no extension a format writes')
+    assert path not in message and "template" not in message and len(message) < 300
+
+
+def test_every_volume_refusal_is_one_line_of_at_most_one_kib() -> None:
+    message = str(VolumeRefused("a store said: " + "v\n" * 3000))
+    assert len(message) == 1024 and message.endswith("…") and "\n" not in message
+
+
 @pytest.mark.parametrize("missing", ["source", "key", "path"])
 def test_a_missing_required_attribute_is_named(node: Node, missing: str) -> None:
     agent = node.start()
@@ -309,7 +324,10 @@ def test_a_missing_required_attribute_is_named(node: Node, missing: str) -> None
         ({"ref": "main"}, "--ref is git's; remove it for a redis source"),
         ({"file-mode": "1777"}, 'the volume attribute "file-mode": 1777 is past 0777'),
         ({"watch-seconds": "soon"}, 'the volume attribute "watch-seconds" is not a whole number'),
-        ({"source": "nosuch"}, "the nosuch store is not in this installation; it carries: config-server, consul"),
+        (
+            {"source": "nosuch"},
+            "the nosuch store is not in this installation; it carries: config-server, consul",
+        ),
     ],
 )
 def test_attributes_the_agent_refuses_are_refused(

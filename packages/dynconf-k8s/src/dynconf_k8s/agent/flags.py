@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Final
 
 from dynconf.errors import DynconfError
+from dynconf.limits import shown
 from dynconf.pipeline import RenderRequest
 from dynconf.plugins import default_registry
 from dynconf.render import DEFAULT_MAX_DOCUMENT_BYTES, OutputSpec, TemplateSource
@@ -55,6 +56,16 @@ so is any third-party store the loaded plugin lock carries (the lock is the allo
 agent refuses a name it does not carry, listing what it does)."""
 
 _STORE_NAME: Final = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
+
+_ENV_READ: Final = (
+    "DYNAMIC_CONFIG_AGENT_ENDPOINT",
+    "DYNAMIC_CONFIG_AGENT_TOKEN",
+    "DYNAMIC_CONFIG_AGENT_PASSWORD",
+    "DYNAMIC_CONFIG_POD_NAME",
+    "DYNAMIC_CONFIG_POD_UID",
+)
+"""The environment variables :func:`parse_args` reads (the secrets among them are never
+quoted: a refusal names the variable only)."""
 
 
 def output_extensions() -> tuple[str, ...]:
@@ -167,7 +178,9 @@ class UsageError(Exception):
 
     ``flag`` names the flag refused (``None`` when the refusal is about the whole command
     line), so a caller that wrote the arguments — the webhook, the node agent — can say which
-    of its own inputs produced it without reading the sentence.
+    of its own inputs produced it without reading the sentence. A value the sentence repeats
+    goes through :func:`_quoted`, so the sentence stays one short UTF-8 line whatever the
+    value was.
     """
 
     def __init__(self, message: str, flag: str | None = None) -> None:
@@ -209,6 +222,23 @@ class AgentSettings:
         return self.spec.dynamic
 
 
+def _quoted(value: str) -> str:
+    """A value as a refusal repeats it: one line, UTF-8-safe, cut past 200 characters.
+
+    The webhook, the node agent and a person reading ``kubectl logs`` all receive these
+    sentences; a 4,000-character path or a control character must not reach them whole.
+    """
+    return shown(value)
+
+
+def _text(value: str, name: str, flag: str | None) -> str:
+    """``value`` if it is text; a lone surrogate (argv or environment bytes that are not
+    UTF-8, decoded with ``surrogateescape``) has no spelling in a request, a file or a log."""
+    if any(0xD800 <= ord(char) <= 0xDFFF for char in value):
+        raise UsageError(f"{name} holds bytes that are not UTF-8 text; give it as UTF-8", flag)
+    return value
+
+
 def _pairs(argv: Sequence[str]) -> tuple[dict[str, str], set[str], list[str]]:
     values: dict[str, str] = {}
     bare: set[str] = set()
@@ -227,10 +257,10 @@ def _pairs(argv: Sequence[str]) -> tuple[dict[str, str], set[str], list[str]]:
                 flag,
             )
         if flag not in VALUE_FLAGS:
-            raise UsageError(f'unknown flag "{flag}"', flag)
+            raise UsageError(f'unknown flag "{_quoted(flag)}"', flag)
         if index + 1 >= len(argv):
             raise UsageError(f"{flag} needs a value", flag)
-        value = argv[index + 1]
+        value = _text(argv[index + 1], flag, flag)
         if flag == "--also":
             also.append(value)
         else:
@@ -252,10 +282,13 @@ def parse_mode(text: str, flag: str = "--file-mode") -> int:
     except ValueError:
         raise UsageError(f"{flag} takes an octal mode such as 0640", _base(flag)) from None
     if mode > 0o777:
-        raise UsageError(f"{flag} {text} is past 0777; give permission bits only", _base(flag))
+        raise UsageError(
+            f"{flag} {_quoted(text)} is past 0777; give permission bits only", _base(flag)
+        )
     if not mode & 0o400:
         raise UsageError(
-            f"{flag} {text} leaves the owner unable to read the file; add 0400", _base(flag)
+            f"{flag} {_quoted(text)} leaves the owner unable to read the file; add 0400",
+            _base(flag),
         )
     return mode
 
@@ -286,7 +319,7 @@ def _seconds(value: str, flag: str) -> float:
 def _choice(values: Mapping[str, str], flag: str, allowed: Sequence[str], default: str) -> str:
     chosen = values.get(flag, default)
     if chosen not in allowed:
-        raise UsageError(f"{flag} {chosen} is not one of: {' | '.join(allowed)}", flag)
+        raise UsageError(f"{flag} {_quoted(chosen)} is not one of: {' | '.join(allowed)}", flag)
     return chosen
 
 
@@ -294,7 +327,7 @@ def _check_extension(path: Path, flag: str) -> None:
     known = output_extensions()
     if path.suffix.lower() not in known:
         raise UsageError(
-            f"{flag} {path} has no extension a format writes; use "
+            f"{flag} {_quoted(str(path))} has no extension a format writes; use "
             f"{', '.join(known)}, or give a template, which frees the extension",
             _base(flag),
         )
@@ -308,13 +341,13 @@ def parse_also(text: str, default_mode: int | None) -> OutputSpec:
         name = name.strip()
         if not sep or name not in ("out", "section", "mode") or name in fields:
             raise UsageError(
-                f"--also {text}: each part is out=, section= or mode=, once; e.g. "
+                f"--also {_quoted(text)}: each part is out=, section= or mode=, once; e.g. "
                 "out=/config/db.json,section=database",
                 "--also",
             )
         fields[name] = value.strip()
     if not fields.get("out"):
-        raise UsageError(f"--also {text} needs out=<path>", "--also")
+        raise UsageError(f"--also {_quoted(text)} needs out=<path>", "--also")
     path = Path(fields["out"])
     _check_extension(path, "--also out")
     mode = parse_mode(fields["mode"], "--also mode") if "mode" in fields else default_mode
@@ -326,7 +359,8 @@ def _metrics_addr(text: str) -> tuple[str, int]:
     host = host.strip("[]")
     if not sep or not (port.isascii() and port.isdigit()) or not 0 <= int(port) <= 65535:
         raise UsageError(
-            f"--metrics-addr {text} is not host:port; e.g. 0.0.0.0:9110", "--metrics-addr"
+            f"--metrics-addr {_quoted(text)} is not host:port; e.g. 0.0.0.0:9110",
+            "--metrics-addr",
         )
     return host or "0.0.0.0", int(port)  # noqa: S104 - the pod's port, by contract
 
@@ -335,13 +369,17 @@ def parse_args(argv: Sequence[str], environ: Mapping[str, str] | None = None) ->
     """Parse and check the command line against the contract; raise :class:`UsageError`."""
     env = os.environ if environ is None else environ
     values, bare, also = _pairs(argv)
+    for name in _ENV_READ:
+        if name in env:
+            _text(env[name], name, None)
 
     source = values.get("--source")
     if not source:
         raise UsageError(f"--source is required; one of: {', '.join(AGENT_SOURCES)}", "--source")
     if not _STORE_NAME.fullmatch(source):
         raise UsageError(
-            f"--source {source!r} is not a store name; use one of: {', '.join(AGENT_SOURCES)}",
+            f'--source "{_quoted(source)}" is not a store name; use one of: '
+            f"{', '.join(AGENT_SOURCES)}",
             "--source",
         )
     endpoint = values.get("--endpoint") or env.get("DYNAMIC_CONFIG_AGENT_ENDPOINT", "")

@@ -74,11 +74,18 @@ def _request_path(path: str) -> str:
 
 def parse_notify_url(url: str) -> NotifyTarget:
     """The loopback target of ``url``; raise :class:`NotifyUrlError` (http only, loopback
-    host, an ASCII port, no control characters or spaces anywhere)."""
+    host, an ASCII port, no control characters, spaces or lone surrogates anywhere)."""
     if any(ord(ch) < 0x21 or ord(ch) == 0x7F for ch in url):
         raise NotifyUrlError(
             "carries a space or a control character (CR and LF would end the request line); "
             "percent-encode it, " + _PORT_EXAMPLE
+        )
+    if any(0xD800 <= ord(ch) <= 0xDFFF for ch in url):
+        # bytes that were not UTF-8 (argv's surrogateescape, or a JSON "\ud800" escape):
+        # the percent-encoding of the path has no UTF-8 bytes to spell them with
+        raise NotifyUrlError(
+            "holds a lone surrogate (bytes that are not UTF-8 text); give the URL as UTF-8 or "
+            "percent-encode the bytes, " + _PORT_EXAMPLE
         )
     prefix = "http://"
     if not url.startswith(prefix):

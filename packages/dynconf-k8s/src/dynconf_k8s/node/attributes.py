@@ -34,10 +34,11 @@ from dynconf.errors import DynconfError
 from dynconf.pipeline import RenderRequest
 from dynconf.publish import safe_child
 from dynconf.stores import StoreSpec
-from dynconf_k8s.agent.flags import UsageError, parse_args
+from dynconf_k8s.agent.flags import UsageError, output_extensions, parse_args
 
 __all__ = [
     "DEFAULT_WATCH_SECONDS",
+    "MAX_STATUS_CHARS",
     "OPTIONAL",
     "REQUIRED",
     "SECRET_KEYS",
@@ -45,6 +46,7 @@ __all__ = [
     "VolumeRefused",
     "VolumeSpec",
     "parse_volume",
+    "refusal_text",
 ]
 
 REQUIRED: Final = ("source", "key", "path")
@@ -103,13 +105,35 @@ _FLAG_FOR: Final = {
 }
 
 
+MAX_STATUS_CHARS: Final = 1024
+"""Longest refusal put in a gRPC status (its trailer must fit the client's metadata limit)."""
+
+
+def refusal_text(message: str) -> str:
+    """A refusal as the kubelet and the log see it: one line, at most 1 KiB.
+
+    The one place a publish refusal is rendered (every :class:`VolumeRefused` passes through
+    it). The node agent's own sentences carry no attribute value; this bounds what others
+    (the agent's parser, a store's ``validate``) may quote, so a refusal can never grow into
+    a status the client rejects or a log line of kilobytes.
+    """
+    line = "".join(" " if not char.isprintable() else char for char in message)
+    if len(line) <= MAX_STATUS_CHARS:
+        return line
+    return line[: MAX_STATUS_CHARS - 1] + "…"
+
+
 class VolumeRefused(Exception):
     """A volume the node agent will not publish; the message names the attribute and the fix.
 
     The node agent's own refusals never carry an attribute's value (a tenant's pod chooses
     them); refusals passed on from the agent's parser or a store's ``validate`` may quote a
-    value, which :func:`_refuse_oversized` has bounded first.
+    value, which the agent's parser cuts short and :func:`refusal_text` bounds here, at
+    construction, so no caller (the gRPC status, a log line) sees more than 1 KiB.
     """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(refusal_text(message))
 
 
 def _refuse_oversized(attributes: Mapping[str, str]) -> None:
@@ -205,6 +229,20 @@ def check_path(path: str) -> str:
     return path
 
 
+def _check_extension(path: str) -> None:
+    """Refuse, value-free, a ``path`` no format writes (a volume takes no template).
+
+    The agent's parser refuses it too, but its sentence quotes the whole target path and
+    offers a template, which a volume cannot give.
+    """
+    known = output_extensions()
+    if PurePosixPath(path).suffix.lower() not in known:
+        raise VolumeRefused(
+            'the volume attribute "path" has no extension a format writes; end the file name '
+            f"with one of {', '.join(known)}"
+        )
+
+
 def _watch_seconds(attributes: Mapping[str, str]) -> int:
     text = attributes.get("watch-seconds", "").strip()
     if not text:
@@ -247,6 +285,7 @@ def parse_volume(
             raise VolumeRefused(f'the volume attribute "{name}" is required')
     _refuse_unknown(attributes)
     path = check_path(attributes["path"])
+    _check_extension(path)
     target_path = Path(target)
     try:
         out = safe_child(target_path, path)

@@ -33,7 +33,7 @@ from dynconf.stores import StoreType
 from dynconf.tracing import Span, Tracing
 from dynconf_k8s.agent.main import store_type
 from dynconf_k8s.node._generated import csi_pb2 as csi
-from dynconf_k8s.node.attributes import VolumeRefused, VolumeSpec, parse_volume
+from dynconf_k8s.node.attributes import VolumeRefused, VolumeSpec, parse_volume, refusal_text
 from dynconf_k8s.node.records import RecordStore
 from dynconf_k8s.node.shared import Documents, PublishFailed, remove_published
 
@@ -254,23 +254,6 @@ Handler = Callable[[Any, grpc.aio.ServicerContext[Any, Any]], Awaitable[Message]
 
 def _code(name: str) -> grpc.StatusCode:
     return getattr(grpc.StatusCode, name, grpc.StatusCode.INTERNAL)
-
-
-MAX_STATUS_CHARS: Final = 1024
-"""Longest refusal put in a gRPC status (its trailer must fit the client's metadata limit)."""
-
-
-def refusal_text(message: str) -> str:
-    """A refusal as the kubelet and the log see it: one line, at most 1 KiB.
-
-    The one place a publish refusal is rendered. The node agent's own sentences carry no
-    attribute value; this bounds what others (the agent's parser, a store's ``validate``)
-    may quote, so a refusal can never grow into a status the client rejects.
-    """
-    line = "".join(" " if not char.isprintable() else char for char in message)
-    if len(line) <= MAX_STATUS_CHARS:
-        return line
-    return line[: MAX_STATUS_CHARS - 1] + "…"
 
 
 class _Services:
