@@ -125,6 +125,21 @@ def test_toml_dump_refuses_integers_past_64_bits() -> None:
     assert caught.value.path == "big"
 
 
+@pytest.mark.parametrize(
+    ("text", "path"),
+    [("a = 9223372036854775808\n", "a"), ("[t]\nb = [1, -9223372036854775809]\n", "t.b[1]")],
+)
+def test_toml_parse_refuses_integers_past_64_bits_by_path(text: str, path: str) -> None:
+    with pytest.raises(ParseError, match="outside the 64-bit range") as caught:
+        toml_.parse(text, ORIGIN)
+    assert caught.value.path == path
+
+
+def test_toml_parse_keeps_the_64_bit_bounds() -> None:
+    text = "hi = 9223372036854775807\nlo = -9223372036854775808\n"
+    assert toml_.parse(text, ORIGIN) == {"hi": 2**63 - 1, "lo": -(2**63)}
+
+
 def test_toml_keeps_non_finite_floats() -> None:
     doc = toml_.parse(toml_.dump({"a": math.inf, "b": -0.0}), ORIGIN)
     assert same_value(doc, {"a": math.inf, "b": -0.0})

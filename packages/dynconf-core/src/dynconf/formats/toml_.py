@@ -5,7 +5,8 @@ its RFC 3339 string the way the reference engine prints it: ``T`` between date a
 fractional seconds only when non-zero (trailing zeros trimmed, microsecond precision), and
 ``Z`` for a zero offset. ``1979-05-27 07:32:00+00:00`` therefore reads as
 ``"1979-05-27T07:32:00Z"``. TOML has no null, so a null is refused by path on the way out,
-as is an integer outside the 64-bit range the TOML specification allows.
+as is an integer outside the 64-bit range the TOML specification allows — on the way in
+too, where ``tomllib`` alone would keep any size.
 
 Before ``tomllib`` reads the text, :mod:`dynconf.formats._toml_scan` refuses a path past
 the nesting limit or an overlong integer (``tomllib`` would spend quadratic memory on the
@@ -137,7 +138,23 @@ def parse(text: str, origin: Origin) -> Document:
         raise nested_beyond_parser("TOML", origin) from None
     document = _plain(raw)
     check_document(document, "TOML", origin)
+    for path, value in walk(document):
+        if _wide_integer(value):
+            # tomllib keeps any size; TOML 1.0 says a reader must refuse what does not fit
+            raise ParseError(
+                f"TOML document refused: `{shown(path)}` is an integer outside the 64-bit "
+                "range TOML allows; quote it as a string",
+                path=path,
+                origin=origin,
+            )
     return document
+
+
+def _wide_integer(value: object) -> bool:
+    """An integer TOML cannot hold (the specification's range is 64-bit signed)."""
+    return (
+        isinstance(value, int) and not isinstance(value, bool) and not I64_MIN <= value <= I64_MAX
+    )
 
 
 def dump(document: Document) -> str:
@@ -150,11 +167,7 @@ def dump(document: Document) -> str:
                 "json or yaml instead",
                 path=path,
             )
-        if (
-            isinstance(value, int)
-            and not isinstance(value, bool)
-            and not (I64_MIN <= value <= I64_MAX)
-        ):
+        if _wide_integer(value):
             raise TypeMismatchError(
                 f"`{shown(path)}` is an integer outside the 64-bit range TOML allows; store it "
                 "as a string or render to json or yaml instead",
