@@ -7,7 +7,10 @@ format from a third-party plugin is used exactly like a built-in one.
 Every parser maps blank text to ``{}``, refuses a top level that is not a table, and
 raises :class:`~dynconf.errors.ParseError` messages without document text. Every dumper
 either writes text its own parser reads back as the same document, type for type, or
-refuses by path with :class:`~dynconf.errors.TypeMismatchError`.
+refuses by path with :class:`~dynconf.errors.TypeMismatchError` — except ``.properties``,
+which is written for Java: Java reads back exactly each leaf's text
+(:func:`dynconf.formats.properties.java_text`), and our reader then widens that text as the
+flat rules say, so a string ``"5432"`` comes back as the integer 5432.
 """
 
 from __future__ import annotations
