@@ -3,4 +3,5 @@ pytest_plugins = [
     "tests.fixtures.kube",
     "tests.fixtures.otlp",
     "tests.fixtures.hostile",
+    "tests.fixtures.uv",
 ]

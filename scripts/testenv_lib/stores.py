@@ -124,8 +124,8 @@ def install_pyservers(ctx: Context) -> None:
     if ctx.installed("pyservers", version):
         return
     venv = ctx.cache / "venv"
-    uv = shutil.which("uv")
-    if uv:  # several times faster than pip; the machines and CI have it
+    uv = os.environ.get("UV") or shutil.which("uv")
+    if uv:  # several times faster than pip; scripts/dev exports the one it bootstrapped as $UV
         if not (venv / "bin" / "python").exists():
             _run([uv, "venv", "-q", "--python", sys.executable, str(venv)])
         _run([uv, "pip", "install", "-q", "--python", str(venv / "bin/python"), *PY_SERVERS])
