@@ -4,4 +4,5 @@ pytest_plugins = [
     "tests.fixtures.otlp",
     "tests.fixtures.hostile",
     "tests.fixtures.uv",
+    "tests.fixtures.threads",
 ]
