@@ -3,4 +3,6 @@ pytest_plugins = [
     "tests.fixtures.kube",
     "tests.fixtures.otlp",
     "tests.fixtures.hostile",
+    "tests.fixtures.uv",
+    "tests.fixtures.threads",
 ]

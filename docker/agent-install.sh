@@ -4,20 +4,24 @@
 # suite runs it into a temporary prefix to prove the same steps produce a working agent.
 #
 #   docker/agent-install.sh PREFIX [PYTHON]
+#
+# uv is $UV when set (scripts/dev and the tests set it to the uv they bootstrapped), else `uv`
+# on PATH (the images copy it to /usr/local/bin).
 set -euo pipefail
 prefix=${1:?usage: agent-install.sh PREFIX [PYTHON]}
 python=${2:-python3}
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo"
+uv=${UV:-uv}
 
-uv venv --quiet --python "$python" "$prefix/venv"
+"$uv" venv --quiet --python "$python" "$prefix/venv"
 # third-party requirements exactly as uv.lock pins them (no dev group, no workspace members),
 # with the agent's `otel` extra: OTLP traces when OTEL_EXPORTER_OTLP_ENDPOINT is set
-uv export --quiet --frozen --no-dev --no-emit-workspace --all-packages --no-hashes \
+"$uv" export --quiet --frozen --no-dev --no-emit-workspace --all-packages --no-hashes \
   --extra otel --output-file "$prefix/requirements.txt"
-uv pip install --quiet --python "$prefix/venv/bin/python" -r "$prefix/requirements.txt"
+"$uv" pip install --quiet --python "$prefix/venv/bin/python" -r "$prefix/requirements.txt"
 # the workspace members themselves: the engine, the nine stores, the agent
-uv pip install --quiet --python "$prefix/venv/bin/python" --no-deps \
+"$uv" pip install --quiet --python "$prefix/venv/bin/python" --no-deps \
   ./packages/dynconf-core ./packages/dynconf-k8s \
   ./packages/dynconf-store-consul ./packages/dynconf-store-vault ./packages/dynconf-store-etcd \
   ./packages/dynconf-store-redis ./packages/dynconf-store-nats ./packages/dynconf-store-s3 \

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import shutil
 import sys
 import time
 import traceback
@@ -131,8 +130,7 @@ def stop_servers(ctx: Context, servers: list[str] | None) -> int:
         (ctx.run / "published" / f"{server}.env").unlink(missing_ok=True)
     rebuild_env(ctx)
     if servers is None:  # per-run secrets and data go with the run
-        shutil.rmtree(ctx.run / "data", ignore_errors=True)
-        (ctx.run / "data").mkdir()
+        ctx.remove_data()
     if pids:
         log(f"stopped {len(pids)} process(es) in {time.monotonic() - started:.2f} s")
     if survivors:

@@ -12,6 +12,9 @@ Layout under ``Context.run`` (one per checkout, ``<repo>/.testenv`` unless overr
   server is already up)
 - ``env``               every published ``KEY=VALUE`` line, for pytest fixtures and ``.ci/run``
 - ``data/<server>/``    data directories, certificates, passwords
+- ``data/<server>`` -> ``/tmp/dynconf-testenv-<run hash>/<server>``  a server that runs as
+  another user (PostgreSQL refuses root) keeps its data outside the run dir, because that user
+  may not traverse the checkout's parents (``/root`` is 0700); the symlink records it for ``stop``
 """
 
 from __future__ import annotations
@@ -108,13 +111,93 @@ class Context:
         (self.cache / "markers").mkdir(parents=True, exist_ok=True)
         (self.cache / "markers" / component).write_text(version + "\n")
 
-    def data_dir(self, name: str, *, fresh: bool = False) -> Path:
-        """A per-run directory for one server's data, certificates and passwords."""
+    def data_dir(self, name: str, *, fresh: bool = False, owner: str | None = None) -> Path:
+        """A per-run directory for one server's data, certificates and passwords.
+
+        With ``owner`` (a user name the server drops privileges to), the directory is made in
+        :meth:`outside_dir`, owned by that user and mode 0700, and ``data/<name>`` links to it:
+        the returned path is the real one, reachable by ``owner`` whatever the checkout's parents.
+        """
         path = self.run / "data" / name
-        if fresh and path.exists():
+        if owner is None:
+            if fresh and path.exists():
+                shutil.rmtree(path)
+            path.mkdir(parents=True, exist_ok=True)
+            return path
+        import pwd
+
+        entry = pwd.getpwnam(owner)
+        real = self.outside_dir() / name
+        if fresh and real.exists():
+            shutil.rmtree(real)
+        real.mkdir(mode=0o700, exist_ok=True)
+        os.chown(real, entry.pw_uid, entry.pw_gid)
+        self.data_link(name, real)
+        return real
+
+    def outside_dir(self) -> Path:
+        """This run's directory under the system temp dir (0755, ours), for unprivileged servers.
+
+        Named after the run dir, so two checkouts never share one; refused if someone else made
+        it (or made it a symlink) first.
+        """
+        digest = hashlib.sha256(str(self.run).encode()).hexdigest()[:12]
+        base = Path(tempfile.gettempdir()) / f"dynconf-testenv-{os.geteuid()}-{digest}"
+        with contextlib.suppress(FileExistsError):
+            base.mkdir(mode=0o755)
+        info = base.lstat()
+        if not base.is_dir() or base.is_symlink() or info.st_uid != os.geteuid():
+            raise TestenvError(f"{base} exists and is not a directory this user owns; remove it")
+        base.chmod(0o755)
+        return base
+
+    def reachable_tree(self, root: Path, owner: str, name: str) -> Path:
+        """``root`` when ``owner`` can reach it, else a hard-linked copy in :meth:`outside_dir`.
+
+        Unpacked packages live in the cache, by default under the invoking user's home; a server
+        that drops privileges must still be able to execute its binaries and read its libraries.
+        """
+        import pwd
+
+        entry = pwd.getpwnam(owner)
+        if traversable_by(root, entry.pw_uid, entry.pw_gid):
+            return root
+        copy = self.outside_dir() / name
+        if not (copy / ".done").is_file():
+            shutil.rmtree(copy, ignore_errors=True)
+            # hard links when the temp dir shares the cache's filesystem, a copy otherwise
+            linked = subprocess.run(
+                ["cp", "-al", str(root), str(copy)], check=False, capture_output=True
+            )
+            if linked.returncode != 0:
+                shutil.rmtree(copy, ignore_errors=True)
+                shutil.copytree(root, copy, symlinks=True)
+            (copy / ".done").touch()
+        self.data_link(name, copy)
+        return copy
+
+    def data_link(self, name: str, target: Path) -> None:
+        """Record ``target`` (in :meth:`outside_dir`) as ``data/<name>`` so ``stop`` removes it."""
+        path = self.run / "data" / name
+        if path.is_symlink():
+            path.unlink()
+        elif path.exists():
             shutil.rmtree(path)
-        path.mkdir(parents=True, exist_ok=True)
-        return path
+        path.symlink_to(target)
+
+    def remove_data(self) -> None:
+        """Delete every server's data, following ``data/<name>`` links into :meth:`outside_dir`."""
+        data = self.run / "data"
+        outside = self.outside_dir()
+        for entry in data.iterdir() if data.is_dir() else ():
+            if entry.is_symlink():
+                target = Path(os.readlink(entry))
+                if target.parent == outside:
+                    shutil.rmtree(target, ignore_errors=True)
+        shutil.rmtree(data, ignore_errors=True)
+        data.mkdir()
+        with contextlib.suppress(OSError):
+            outside.rmdir()  # only when empty: another server may still hold a directory there
 
     # ------------------------------------------------------------------ ports
     def free_ports(self, n: int = 1) -> list[int]:
@@ -364,6 +447,31 @@ class Context:
 def extract_deb(deb: Path, root: Path) -> None:
     """Unpack one .deb into ``root`` (``dpkg-deb -x``: files only, no maintainer scripts)."""
     subprocess.run(["dpkg-deb", "-x", str(deb), str(root)], check=True)
+
+
+def traversable_by(path: Path, uid: int, gid: int) -> bool:
+    """True if a process with exactly ``uid``/``gid`` (no other groups) can reach ``path``.
+
+    Every ancestor needs the search bit for that user (owner, group or other bits, as the
+    kernel picks them); the privilege drop (``setpriv --clear-groups``) clears
+    supplementary groups, so only the primary group counts.
+    """
+    if uid == 0:
+        return True
+    for directory in [path, *path.parents]:
+        try:
+            info = directory.stat()
+        except OSError:
+            return False
+        if info.st_uid == uid:
+            bit = 0o100
+        elif info.st_gid == gid:
+            bit = 0o010
+        else:
+            bit = 0o001
+        if directory.is_dir() and not info.st_mode & bit:
+            return False
+    return True
 
 
 def read_env_file(path: Path) -> dict[str, str]:

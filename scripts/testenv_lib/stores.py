@@ -124,8 +124,8 @@ def install_pyservers(ctx: Context) -> None:
     if ctx.installed("pyservers", version):
         return
     venv = ctx.cache / "venv"
-    uv = shutil.which("uv")
-    if uv:  # several times faster than pip; the machines and CI have it
+    uv = os.environ.get("UV") or shutil.which("uv")
+    if uv:  # several times faster than pip; scripts/dev exports the one it bootstrapped as $UV
         if not (venv / "bin" / "python").exists():
             _run([uv, "venv", "-q", "--python", sys.executable, str(venv)])
         _run([uv, "pip", "install", "-q", "--python", str(venv / "bin/python"), *PY_SERVERS])
@@ -765,13 +765,22 @@ def _unprivileged_user() -> str:
 
 
 def start_postgres(ctx: Context) -> dict[str, str]:
-    """PostgreSQL 15 initdb'd into the run dir, TCP on 127.0.0.1 only, scram superuser."""
+    """PostgreSQL 15 initdb'd into the run's data, TCP on 127.0.0.1 only, scram superuser.
+
+    As root it runs as ``postgres`` (or ``nobody``), so its data directory, and the unpacked
+    binaries when they come from the cache, are kept where that user can reach them whatever
+    the checkout's (or the cache's) parents are: see :meth:`Context.data_dir`.
+    """
     import pwd
 
     p = ctx.free_ports(1)
-    bindir = postgres_bin(ctx)
-    data = ctx.data_dir("postgres", fresh=True)
     user = _unprivileged_user() if os.geteuid() == 0 else None
+    data = ctx.data_dir("postgres", fresh=True, owner=user)
+    debs = ctx.cache / "debs" / "postgres"
+    bindir = postgres_bin(ctx)
+    if user and bindir.is_relative_to(debs):
+        debs = ctx.reachable_tree(debs, user, "postgres-bin")
+        bindir = debs / bindir.relative_to(ctx.cache / "debs" / "postgres")
     password = secrets.token_hex(12)
     pwfile = data / "pwfile"
     pwfile.write_text(password + "\n")
@@ -779,8 +788,7 @@ def start_postgres(ctx: Context) -> dict[str, str]:
     drop: list[str] = []
     if user:
         entry = pwd.getpwnam(user)
-        for path in (data, pwfile):
-            os.chown(path, entry.pw_uid, entry.pw_gid)
+        os.chown(pwfile, entry.pw_uid, entry.pw_gid)
         drop = [
             "setpriv",
             f"--reuid={entry.pw_uid}",
@@ -790,7 +798,7 @@ def start_postgres(ctx: Context) -> dict[str, str]:
         ]
     env = {**os.environ, "LC_ALL": "C.UTF-8"}
     if not str(bindir).startswith("/usr/lib/postgresql"):
-        env["LD_LIBRARY_PATH"] = _lib_path(ctx.cache / "debs" / "postgres")
+        env["LD_LIBRARY_PATH"] = _lib_path(debs)
     _run(
         [
             *drop,

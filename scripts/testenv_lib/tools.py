@@ -1,4 +1,4 @@
-"""Tools the chart and CSI tests run: helm, kubeconform, csi-sanity, and offline kube schemas.
+"""Tools the chart, CSI and alert tests run: helm, kubeconform, csi-sanity, promtool, kube schemas.
 
 Each tool is ``go install``ed from the Go module proxy at a pinned version into
 ``<cache>/tools/<name>-<version>/`` and linked as ``<cache>/bin/<name>``; a present versioned
@@ -32,6 +32,8 @@ class GoTool:
     package: str
     version: str
     ldflags: str = "-s -w"
+    tags: str = ""
+    """Go build tags (``-tags``), e.g. to leave out parts a test never runs."""
 
 
 HELM = GoTool(
@@ -59,7 +61,20 @@ CSI_SANITY = GoTool(
     "v5.4.0",
     "-s -w -X main.VERSION=v5.4.0",
 )
-TOOLS = {tool.name: tool for tool in (HELM, KUBECONFORM, CSI_SANITY)}
+PROMTOOL = GoTool(
+    "promtool",
+    "github.com/prometheus/prometheus/cmd/promtool",
+    # Prometheus v3.16.0: the v3 tags are published as Go module versions v0.3XX.y (the module
+    # path has no /v3 suffix); its go.mod has no replace directives, so `go install @version` works
+    "v0.316.0",
+    "-s -w -X github.com/prometheus/common/version.Version=3.16.0"
+    " -X github.com/prometheus/common/version.Branch=HEAD",
+    # without the cloud service-discovery plugins (AWS, Azure, GCE, ... SDKs): `test rules` and
+    # `check rules` need none, and they are most of a cold build (45 min -> see docs/testing.md)
+    tags="remove_all_sd",
+)
+"""promtool for ``promtool test rules`` on deploy/observability's alert rules."""
+TOOLS = {tool.name: tool for tool in (HELM, KUBECONFORM, CSI_SANITY, PROMTOOL)}
 
 
 def tool_path(ctx: Context, name: str) -> Path:
@@ -78,7 +93,7 @@ def install_tool(ctx: Context, tool: GoTool) -> Path:
         took = run_go(
             ctx,
             ["install", "-p", go_parallelism(), "-ldflags", tool.ldflags,
-             f"{tool.package}@{tool.version}"],
+             *(["-tags", tool.tags] if tool.tags else []), f"{tool.package}@{tool.version}"],
             cwd=ctx.cache,
             log_path=versioned_dir.parent / f"{tool.name}-{tool.version}.build.log",
             extra_env={"GOBIN": str(versioned_dir)},

@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from tests.chart.support import CHART, REPO
+from tests.fixtures.uv import Uv
 
 DOCKER = REPO / "docker"
 COMPONENTS = ("agent", "webhook", "operator", "node-agent")
@@ -50,7 +51,7 @@ def test_nonroot_images_say_so() -> None:
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def installed(tmp_path_factory: pytest.TempPathFactory, uv_bin: Uv) -> Path:
     prefix = tmp_path_factory.mktemp("image") / "opt" / "dynamic-config"
     result = subprocess.run(
         [str(DOCKER / "agent-install.sh"), str(prefix)],
@@ -58,6 +59,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
         text=True,
         timeout=600,
         check=False,
+        env=uv_bin.env(),
     )
     assert result.returncode == 0, result.stdout + result.stderr
     return prefix

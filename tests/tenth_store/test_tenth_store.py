@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.fixtures.uv import Uv
+
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "tenth-store"
 TOKEN = "tenth-store-test-token"
@@ -105,21 +107,22 @@ def _run(*argv: str, cwd: Path = REPO, timeout: float = 600) -> str:
 
 
 @pytest.fixture(scope="module")
-def install(tmp_path_factory: pytest.TempPathFactory) -> Install:
+def install(tmp_path_factory: pytest.TempPathFactory, uv_bin: Uv) -> Install:
     """dynconf-core + dynconf-k8s, locked; then the example too, locked again."""
     prefix = tmp_path_factory.mktemp("tenth-store")
     venv = prefix / "venv"
     python = str(venv / "bin" / "python")
     requirements = prefix / "requirements.txt"
-    _run("uv", "venv", "--quiet", "--python", sys.executable, str(venv))
-    _run("uv", "export", "--quiet", "--frozen", "--no-dev", "--no-emit-workspace", "--no-hashes",
+    uv = str(uv_bin.path)
+    _run(uv, "venv", "--quiet", "--python", sys.executable, str(venv))
+    _run(uv, "export", "--quiet", "--frozen", "--no-dev", "--no-emit-workspace", "--no-hashes",
          "--package", "dynconf-k8s", "--output-file", str(requirements))  # fmt: skip
-    _run("uv", "pip", "install", "--quiet", "--python", python, "-r", str(requirements))
-    _run("uv", "pip", "install", "--quiet", "--python", python, "--no-deps",
+    _run(uv, "pip", "install", "--quiet", "--python", python, "-r", str(requirements))
+    _run(uv, "pip", "install", "--quiet", "--python", python, "--no-deps",
          "./packages/dynconf-core", "./packages/dynconf-k8s")  # fmt: skip
     lock_without = prefix / "without.lock"
     _run(str(venv / "bin" / "dynconf"), "plugins", "lock", "--output", str(lock_without))
-    _run("uv", "pip", "install", "--quiet", "--python", python, "--no-deps", str(EXAMPLE))
+    _run(uv, "pip", "install", "--quiet", "--python", python, "--no-deps", str(EXAMPLE))
     lock_with = prefix / "with.lock"
     _run(str(venv / "bin" / "dynconf"), "plugins", "lock", "--output", str(lock_with))
     return Install(venv=venv, lock_with=lock_with, lock_without=lock_without)

@@ -102,9 +102,11 @@ class Informer:
                 self.synced.set()
                 pause = 1.0
                 self._follow(version, stop)
-            except (ApiException, HTTPError, OSError, ValueError) as error:
+            except Exception as error:  # a stop closes the socket under any read
                 if stop.is_set():
                     return
+                if not isinstance(error, (ApiException, HTTPError, OSError, ValueError)):
+                    raise
                 status = getattr(error, "status", None)
                 if status != 410:
                     log.warning(
@@ -295,6 +297,10 @@ class Controller:
             )
             thread.start()
             self._threads.append(thread)
+
+    def threads(self) -> list[threading.Thread]:
+        """The worker threads ``start`` made."""
+        return list(self._threads)
 
     def join(self, timeout: float) -> None:
         self.queue.close()

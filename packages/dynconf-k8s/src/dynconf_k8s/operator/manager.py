@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -91,7 +92,7 @@ class Operator:
         self.classes.add_handler(self._on_class)
         self.cluster_classes.add_handler(self._on_cluster_class)
         self._stop = threading.Event()
-        self._threads: list[threading.Thread] = []
+        self._watchers: list[tuple[Informer, threading.Thread]] = []
 
     # -- ClassLookup, served from the caches ---------------------------------------------------
 
@@ -110,19 +111,38 @@ class Operator:
                 target=informer.run, args=(self._stop,), name=f"watch-{informer.name}", daemon=True
             )
             thread.start()
-            self._threads.append(thread)
+            self._watchers.append((informer, thread))
         for informer in (self.classes, self.cluster_classes, self.renders):
             if not informer.synced.wait(SYNC_TIMEOUT):
+                self.stop()  # the watches already run: a failed start leaves none behind
                 raise TimeoutError(f"the {informer.name} list did not load within {SYNC_TIMEOUT} s")
         self.controller.start(self._stop)
         log.info("operator_started", extra={"renders": len(self.renders.items())})
 
     def stop(self, timeout: float = 10.0) -> None:
-        """Stop the watches and let the workers finish the reconcile they are in."""
+        """Stop the watches, let the workers finish the reconcile they are in, and join all.
+
+        Returns once every thread ``start`` made has ended (or ``timeout`` passed, logged): a
+        watch thread left running would keep calling the API server, and logging, after its
+        owner is gone. A watch can open between one ``Informer.stop`` and the thread's next look
+        at the stop event, so the stop is repeated until the thread is seen to end.
+        """
+        deadline = time.monotonic() + timeout
         self._stop.set()
-        for informer in (self.classes, self.cluster_classes, self.renders):
+        for informer, _ in self._watchers:
             informer.stop()
         self.controller.join(timeout)
+        for informer, thread in self._watchers:
+            while thread.is_alive() and time.monotonic() < deadline:
+                informer.stop()
+                thread.join(0.1)
+        left = [thread.name for thread in self.threads() if thread.is_alive()]
+        if left:
+            log.warning("operator_stop_incomplete", extra={"threads": left, "timeout": timeout})
+
+    def threads(self) -> list[threading.Thread]:
+        """Every thread ``start`` made: the three watches and the workers."""
+        return [thread for _, thread in self._watchers] + self.controller.threads()
 
     # -- wiring --------------------------------------------------------------------------------
 
