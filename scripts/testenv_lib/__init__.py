@@ -9,7 +9,10 @@ tables:
 - optionally ``NEEDS: dict[str, list[str]]`` -- the installers a server needs before it starts
   (default: the installer of the same name, if there is one);
 - optionally ``STORE_SERVERS: list[str]`` -- servers of a non-``stores`` area that a bare
-  ``start`` starts too (every ``stores`` server is one).
+  ``start`` starts too (every ``stores`` server is one);
+- optionally ``STOPPERS: dict[str, Callable[[Context], None]]`` -- run before a server's
+  recorded processes are signalled, for what they leave outside their process groups (the
+  node's shims, pods, namespace and cgroups).
 
 The dispatcher merges them; ``start`` installs what a server needs first, so a developer can run
 ``scripts/testenv start vault`` (or a fixture can) on a machine where ``install`` never ran.
@@ -38,7 +41,7 @@ from .common import (
 
 __all__ = ["Context", "TestenvError", "main"]
 
-AREAS = ("stores", "kube", "tools", "vault")
+AREAS = ("stores", "kube", "tools", "vault", "node")
 """Area modules, in install order; only ``stores`` must exist."""
 
 
@@ -50,12 +53,14 @@ class Registry:
     servers: dict[str, Callable[[Context], dict[str, str]]] = field(default_factory=dict)
     needs: dict[str, list[str]] = field(default_factory=dict)
     store_servers: list[str] = field(default_factory=list)
+    stoppers: dict[str, Callable[[Context], None]] = field(default_factory=dict)
 
     def add(self, area: str, module: ModuleType) -> None:
         self.installers.update(getattr(module, "INSTALLERS", {}))
         servers: dict[str, Callable[[Context], dict[str, str]]] = getattr(module, "SERVERS", {})
         self.servers.update(servers)
         self.needs.update(getattr(module, "NEEDS", {}))
+        self.stoppers.update(getattr(module, "STOPPERS", {}))
         if area == "stores":
             self.store_servers.extend(servers)
         self.store_servers.extend(getattr(module, "STORE_SERVERS", []))
@@ -112,8 +117,16 @@ def rebuild_env(ctx: Context) -> None:
     (ctx.run / "env").write_text("".join(lines))
 
 
-def stop_servers(ctx: Context, servers: list[str] | None) -> int:
+def stop_servers(ctx: Context, servers: list[str] | None, registry: Registry | None = None) -> int:
     """Stop the named servers (all recorded processes when None); returns an exit code."""
+    groups_now = [p.name for p in (ctx.run / "groups").iterdir()]
+    for server in groups_now if servers is None else servers:
+        stopper = (registry.stoppers if registry else {}).get(server)
+        if stopper:
+            try:
+                stopper(ctx)
+            except Exception as err:  # the generic stop below must still run
+                log(f"stop {server}: {err}")
     if servers is None:
         procs = [p.stem for p in (ctx.run / "pids").glob("*.pid")]
         groups = [p.name for p in (ctx.run / "groups").iterdir()]
@@ -176,7 +189,7 @@ def cmd_start(ctx: Context, registry: Registry, names: list[str]) -> int:
             for key, value in ctx.published(name).items():
                 print(f"{key}={value}", flush=True)
             continue
-        stop_servers(ctx, [name])  # leftovers of a half-dead earlier start
+        stop_servers(ctx, [name], registry)  # leftovers of a half-dead earlier start
         started = time.monotonic()
         try:
             for installer in registry.needed(name):
@@ -188,7 +201,7 @@ def cmd_start(ctx: Context, registry: Registry, names: list[str]) -> int:
             log(f"start {name} FAILED: {err}")
             if not isinstance(err, TestenvError):
                 traceback.print_exc()
-            stop_servers(ctx, [name])
+            stop_servers(ctx, [name], registry)
             failed.append(name)
             continue
         finally:
@@ -251,4 +264,4 @@ def main(argv: list[str] | None = None) -> int:
     with ctx.lock():
         if args.command == "start":
             return cmd_start(ctx, registry, args.names)
-        return stop_servers(ctx, args.names or None)
+        return stop_servers(ctx, args.names or None, registry)

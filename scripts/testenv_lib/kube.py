@@ -28,7 +28,8 @@ import ssl
 import subprocess
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .common import Context, TestenvError, log
@@ -233,8 +234,17 @@ def _issue(cwd: Path, name: str, subject: str, extensions: str) -> None:
              "-out", f"{name}.crt", cwd=cwd)  # fmt: skip
 
 
-def mint_certificates(certs: Path) -> None:
-    """CA, apiserver serving cert, admin and controller-manager client certs, SA signing key."""
+def mint_certificates(
+    certs: Path,
+    *,
+    extra_sans: tuple[str, ...] = (),
+    extra_clients: Mapping[str, str] | None = None,
+) -> None:
+    """CA, apiserver serving cert, admin and controller-manager client certs, SA signing key.
+
+    ``extra_sans`` (``IP:…``/``DNS:…``) are added to the serving certificate; ``extra_clients``
+    maps more client certificate names to their subjects (the node's kubelet, the scheduler).
+    """
     certs.mkdir(parents=True, exist_ok=True)
     _ec_key(certs, "ca")
     _openssl("req", "-x509", "-new", "-key", "ca.key", "-subj", "/CN=dynconf-test-kube-ca",
@@ -252,10 +262,14 @@ def mint_certificates(certs: Path) -> None:
         "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n"
         "extendedKeyUsage=serverAuth\n"
         "subjectAltName=IP:127.0.0.1,IP:10.0.0.1,DNS:localhost,DNS:kubernetes,"
-        "DNS:kubernetes.default,DNS:kubernetes.default.svc\n",
+        "DNS:kubernetes.default,DNS:kubernetes.default.svc"
+        + "".join(f",{san}" for san in extra_sans)
+        + "\n",
     )
     _issue(certs, "admin", "/O=system:masters/CN=admin", client)
     _issue(certs, "controller-manager", "/CN=system:kube-controller-manager", client)
+    for name, subject in (extra_clients or {}).items():
+        _issue(certs, name, subject, client)
     _ec_key(certs, "sa")
     _openssl("pkey", "-in", "sa.key", "-pubout", "-out", "sa.pub", cwd=certs)
 
@@ -320,25 +334,53 @@ def _require_binaries(ctx: Context, controller_manager: bool) -> tuple[Path, Pat
     return etcd_binary(ctx), apiserver, kcm
 
 
+@dataclass(frozen=True)
+class Flavor:
+    """What differs between the envtest-like ``kube`` control plane and the one a node joins.
+
+    ``name`` prefixes the data directory and process names, so both can run side by side in one
+    run directory; ``env_prefix`` keeps their published values apart.
+    """
+
+    name: str = "kube"
+    env_prefix: str = "DYNCONF_TEST_KUBE"
+    kubeconfig_key: str = "DYNCONF_TEST_KUBECONFIG"
+    extra_sans: tuple[str, ...] = ()
+    extra_clients: Mapping[str, str] = field(default_factory=dict)
+    apiserver_flags: Callable[[Path], list[str]] = lambda data: [
+        "--disable-admission-plugins=ServiceAccount"
+    ]
+    """Flags beyond the common ones; gets the data directory (certificates under ``certs``)."""
+    controllers: str = KCM_CONTROLLERS
+    kcm_flags: Callable[[Path], list[str]] = lambda data: []
+    scheduler: bool = False
+    schemas: bool = True
+    """Generate kubeconform schemas from this apiserver (the ``kube`` control plane does)."""
+
+
 def start_kube(ctx: Context) -> dict[str, str]:
     """``start kube``: the control plane, with kube-controller-manager unless opted out."""
     return start_control_plane(ctx, controller_manager=with_controller_manager())
 
 
-def start_control_plane(ctx: Context, *, controller_manager: bool) -> dict[str, str]:
+def start_control_plane(
+    ctx: Context, *, controller_manager: bool, flavor: Flavor | None = None
+) -> dict[str, str]:
     """Start etcd + kube-apiserver (+ kube-controller-manager); returns how to reach them."""
+    flavor = flavor or Flavor()
     began = time.monotonic()
     etcd, apiserver, kcm = _require_binaries(ctx, controller_manager)
-    data = ctx.data_dir("kube", fresh=True)
+    data = ctx.data_dir(flavor.name, fresh=True)
     certs = data / "certs"
-    mint_certificates(certs)
+    mint_certificates(certs, extra_sans=flavor.extra_sans, extra_clients=flavor.extra_clients)
+    prefix = flavor.name
 
     etcd_client, etcd_peer = ctx.free_ports(2)
     (secure_port,) = ctx.free_ports(1)
     etcd_url = f"http://127.0.0.1:{etcd_client}"
     peer_url = f"http://127.0.0.1:{etcd_peer}"
     ctx.spawn(
-        "kube-etcd",
+        f"{prefix}-etcd",
         [
             str(etcd),
             "--name", "kube",
@@ -358,12 +400,13 @@ def start_control_plane(ctx: Context, *, controller_manager: bool) -> dict[str, 
         f"{etcd_url}/health",
         timeout=30,
         ok=lambda status, body: status == 200 and b'"true"' in body,
-        proc="kube-etcd",
+        proc=f"{prefix}-etcd",
     )
 
     server = f"https://127.0.0.1:{secure_port}"
+    apiserver_proc = "kube-apiserver" if prefix == "kube" else f"{prefix}-apiserver"
     ctx.spawn(
-        "kube-apiserver",
+        apiserver_proc,
         [
             str(apiserver),
             f"--etcd-servers={etcd_url}",
@@ -376,7 +419,7 @@ def start_control_plane(ctx: Context, *, controller_manager: bool) -> dict[str, 
             f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
             "--authorization-mode=Node,RBAC",
             "--allow-privileged=true",
-            "--disable-admission-plugins=ServiceAccount",
+            *flavor.apiserver_flags(data),
             f"--service-account-issuer={server}",
             f"--service-account-key-file={certs / 'sa.pub'}",
             f"--service-account-signing-key-file={certs / 'sa.key'}",
@@ -394,7 +437,7 @@ def start_control_plane(ctx: Context, *, controller_manager: bool) -> dict[str, 
     ctx.wait_http(
         f"{server}/readyz",
         timeout=START_TIMEOUT,
-        proc="kube-apiserver",
+        proc=apiserver_proc,
         ssl_context=ssl_context,
     )
     # envtest waits for the bootstrap controller's `default` namespace: before it exists,
@@ -402,7 +445,7 @@ def start_control_plane(ctx: Context, *, controller_manager: bool) -> dict[str, 
     ctx.wait_http(
         f"{server}/api/v1/namespaces/default",
         timeout=max(5.0, deadline - time.monotonic()),
-        proc="kube-apiserver",
+        proc=apiserver_proc,
         ssl_context=ssl_context,
     )
 
@@ -415,11 +458,11 @@ def start_control_plane(ctx: Context, *, controller_manager: bool) -> dict[str, 
         )
         (kcm_port,) = ctx.free_ports(1)
         ctx.spawn(
-            "kube-controller-manager",
+            f"{prefix}-controller-manager",
             [
                 str(kcm),
                 f"--kubeconfig={kcm_config}",
-                f"--controllers={KCM_CONTROLLERS}",
+                f"--controllers={flavor.controllers}",
                 "--leader-elect=false",
                 "--bind-address=127.0.0.1",
                 f"--secure-port={kcm_port}",
@@ -429,32 +472,55 @@ def start_control_plane(ctx: Context, *, controller_manager: bool) -> dict[str, 
                 # its bootstrap role (system:kube-controller-manager itself may not delete)
                 "--use-service-account-credentials=true",
                 "--profiling=false",
+                *flavor.kcm_flags(data),
             ],
         )
         ctx.wait_tcp(kcm_port, timeout=max(10.0, deadline - time.monotonic()),
-                     proc="kube-controller-manager")  # fmt: skip
+                     proc=f"{prefix}-controller-manager")  # fmt: skip
+    if flavor.scheduler:
+        scheduler_config = data / "scheduler.kubeconfig"
+        write_kubeconfig(scheduler_config, server, certs, "system:kube-scheduler", "scheduler")
+        (scheduler_port,) = ctx.free_ports(1)
+        ctx.spawn(
+            f"{prefix}-scheduler",
+            [
+                str(build_kube_binary(ctx, "kube-scheduler")),
+                f"--kubeconfig={scheduler_config}",
+                f"--authentication-kubeconfig={scheduler_config}",
+                f"--authorization-kubeconfig={scheduler_config}",
+                "--leader-elect=false",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={scheduler_port}",
+                f"--cert-dir={data / 'scheduler-certs'}",
+                "--profiling=false",
+            ],
+        )
+        ctx.wait_tcp(scheduler_port, timeout=max(10.0, deadline - time.monotonic()),
+                     proc=f"{prefix}-scheduler")  # fmt: skip
 
     version = json.loads(admin_get(server, certs, "/version"))["gitVersion"]
+    env = flavor.env_prefix
     values = {
-        "DYNCONF_TEST_KUBECONFIG": str(kubeconfig),
-        "DYNCONF_TEST_KUBE_APISERVER": server,
-        "DYNCONF_TEST_KUBE_CA": str(certs / "ca.crt"),
-        "DYNCONF_TEST_KUBE_CLIENT_CERT": str(certs / "admin.crt"),
-        "DYNCONF_TEST_KUBE_CLIENT_KEY": str(certs / "admin.key"),
-        "DYNCONF_TEST_KUBE_SA_ISSUER": server,
-        "DYNCONF_TEST_KUBE_SA_PUBLIC_KEY": str(certs / "sa.pub"),
-        "DYNCONF_TEST_KUBE_VERSION": str(version),
-        "DYNCONF_TEST_KUBE_ETCD": etcd_url,
-        "DYNCONF_TEST_KUBE_CONTROLLER_MANAGER": "1" if kcm is not None else "0",
+        flavor.kubeconfig_key: str(kubeconfig),
+        f"{env}_APISERVER": server,
+        f"{env}_CA": str(certs / "ca.crt"),
+        f"{env}_CLIENT_CERT": str(certs / "admin.crt"),
+        f"{env}_CLIENT_KEY": str(certs / "admin.key"),
+        f"{env}_SA_ISSUER": server,
+        f"{env}_SA_PUBLIC_KEY": str(certs / "sa.pub"),
+        f"{env}_VERSION": str(version),
+        f"{env}_ETCD": etcd_url,
+        f"{env}_CONTROLLER_MANAGER": "1" if kcm is not None else "0",
     }
-    try:
-        from .tools import ensure_schemas_from
+    if flavor.schemas:
+        try:
+            from .tools import ensure_schemas_from
 
-        values["DYNCONF_TEST_KUBE_SCHEMAS"] = str(ensure_schemas_from(ctx, server, certs))
-    except (OSError, ValueError, TestenvError) as err:
-        # kubeconform tests then skip or fail on their own; the control plane itself is fine
-        log(f"kube: could not generate kubeconform schemas: {err}")
-    log(f"kube {version} ready at {server} in {time.monotonic() - began:.1f} s")
+            values[f"{env}_SCHEMAS"] = str(ensure_schemas_from(ctx, server, certs))
+        except (OSError, ValueError, TestenvError) as err:
+            # kubeconform tests then skip or fail on their own; the control plane itself is fine
+            log(f"kube: could not generate kubeconform schemas: {err}")
+    log(f"{prefix} control plane {version} ready at {server} in {time.monotonic() - began:.1f} s")
     return values
 
 
