@@ -11,7 +11,10 @@
 - a private mount + network namespace (``unshare``; its holder process is ``node-ns``) in which
   containerd, runc, the CNI bridge, the kubelet and every pod live.  Inside it, and only there:
   ``/`` is made rshared again (kubelet mount propagation), ``/var`` and ``/run`` are overlaid
-  with directories under the run's data dir (containerd and kubelet hard-code paths there), the
+  with directories under the run's data dir, and ``/var/lib/{containerd,kubelet}`` bind-mounted
+  from real ones (containerd's overlay snapshots cannot sit on an overlayfs), so containerd and
+  the kubelet keep their standard paths (short enough for the Unix sockets under them, and what
+  the chart's hostPaths name) and nothing reaches the machine's; the
   three global sysctls the kubelet would write are shadowed by read-only files holding the
   values it wants (so the machine's are never changed), and the CNI bridge ``cni0`` is
   pre-created with the node IP (the kubelet refuses a loopback node IP and there is no
@@ -35,6 +38,7 @@ images are built here (``oci.py``), never pulled.  Standard library only.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -140,7 +144,9 @@ def _build_pause(ctx: Context) -> Path:
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     if result.returncode != 0:
-        raise TestenvError(f"gcc -static {source} failed (need gcc and libc6-dev):\n{result.stderr}")
+        raise TestenvError(
+            f"gcc -static {source} failed (need gcc and libc6-dev):\n{result.stderr}"
+        )
     subprocess.run(["strip", str(tmp)], check=False)
     tmp.rename(out)
     return out
@@ -155,7 +161,7 @@ def _build_base_images(ctx: Context) -> None:
     busybox = runtime_root(ctx) / "bin" / "busybox"
     staging = ctx.cache / "images" / ".rootfs"
     shutil.rmtree(staging, ignore_errors=True)
-    passwd = "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/false\n"
+    passwd = "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/false\n"  # noqa: S105
     group = "root:x:0:\nnogroup:x:65534:\n"
     pz = staging / "pause"
     (pz / "etc").mkdir(parents=True)
@@ -202,6 +208,11 @@ mount --make-rshared /
 for d in var run; do
   mkdir -p "$S/$d/upper" "$S/$d/work"
   mount -t overlay overlay -o "lowerdir=/$d,upperdir=$S/$d/upper,workdir=$S/$d/work" "/$d"
+done
+# containerd's snapshots are overlay mounts, which an overlayfs cannot hold: real directories
+for d in containerd kubelet; do
+  mkdir -p "$S/$d" "/var/lib/$d"
+  mount --bind "$S/$d" "/var/lib/$d"
 done
 printf '127.0.0.1 localhost\\n{node_ip} {node_name}\\n' > "$S/hosts"
 mount --bind "$S/hosts" /etc/hosts
@@ -260,8 +271,6 @@ def nsenter(holder: int, argv: list[str]) -> list[str]:
 # ---------------------------------------------------------------------------- configs
 def _containerd_config(data: Path, runtime: Path) -> str:
     return f"""version = 2
-root = "{data / "containerd" / "root"}"
-state = "{data / "containerd" / "state"}"
 oom_score = 0
 [grpc]
   address = "/run/containerd/containerd.sock"
@@ -282,8 +291,6 @@ oom_score = 0
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "{runtime / "usr" / "lib" / "cni"}"
     conf_dir = "{data / "cni" / "net.d"}"
-[plugins."io.containerd.internal.v1.opt"]
-  path = "{data / "containerd" / "opt"}"
 """
 
 
@@ -333,7 +340,6 @@ def _kubelet_config(data: Path, certs: Path, cgroup_root: str) -> dict[str, obje
         "healthzPort": 10248,
         "oomScoreAdj": 0,  # -999 needs CAP_SYS_RESOURCE
         "protectKernelDefaults": False,  # the sysctls it wants are shadowed in the namespace
-        "podLogsDir": str(data / "pod-logs"),
         "resolvConf": str(data / "kubelet" / "resolv.conf"),
         "rotateCertificates": False,
         "serverTLSBootstrap": False,
@@ -438,10 +444,8 @@ def _remove_cgroups(ctx: Context) -> None:
         for cgroup in sorted(
             (p for p in [root, *root.rglob("*")] if p.is_dir()), key=lambda p: -len(p.parts)
         ):
-            try:
+            with contextlib.suppress(OSError):  # still in use: reported by the caller
                 cgroup.rmdir()
-            except OSError:
-                pass
 
 
 def _pod_pids(ctx: Context) -> list[int]:
@@ -474,7 +478,8 @@ def _schedulable(node: dict[str, object] | None) -> bool:
         return False
     status = node.get("status") or {}
     spec = node.get("spec") or {}
-    assert isinstance(status, dict) and isinstance(spec, dict)
+    if not isinstance(status, dict) or not isinstance(spec, dict):
+        return False
     ready = any(
         c.get("type") == "Ready" and c.get("status") == "True"
         for c in status.get("conditions") or []
@@ -483,7 +488,9 @@ def _schedulable(node: dict[str, object] | None) -> bool:
     return ready and not blocked
 
 
-def _wait(what: str, check: Callable[[], bool], procs: list[str], ctx: Context, timeout: float) -> None:
+def _wait(
+    what: str, check: Callable[[], bool], procs: list[str], ctx: Context, timeout: float
+) -> None:
     deadline = time.monotonic() + timeout
     while not check():
         for proc in procs:
@@ -533,12 +540,14 @@ def start_node(ctx: Context) -> dict[str, str]:
     holder = _start_namespace(ctx, data)
     here = Path(__file__).resolve().parent
     proxy = [sys.executable, str(here / "netns_proxy.py")]
-    ctx.spawn("node-egress", nsenter(holder, [*proxy, "connect", "--uds", str(data / "egress.sock")]))
+    ctx.spawn(
+        "node-egress", nsenter(holder, [*proxy, "connect", "--uds", str(data / "egress.sock")])
+    )
     ctx.spawn("node-forward", [*proxy, "forward", "--listen-netns", f"/proc/{holder}/ns/net",
                                "--listen", f"{NODE_IP}:{APISERVER_PORT}",
                                "--to", server.removeprefix("https://")])  # fmt: skip
 
-    for sub in ("containerd", "cni/net.d", "cni/ipam", "kubelet", "pod-logs"):
+    for sub in ("containerd", "cni/net.d", "cni/ipam", "kubelet"):
         (data / sub).mkdir(parents=True, exist_ok=True)
     (data / "containerd" / "config.toml").write_text(_containerd_config(data, runtime))
     (data / "cni" / "net.d" / "10-dynconf.conflist").write_text(json.dumps(_cni_config(data)))
@@ -556,21 +565,26 @@ def start_node(ctx: Context) -> dict[str, str]:
               env={"PATH": path})  # fmt: skip
     sock = data / "ns" / "run" / "upper" / "containerd" / "containerd.sock"
     _wait("containerd's socket", sock.exists, ["node-containerd"], ctx, 30)
-    archives = [*sorted(images_dir(ctx).glob("*.tar")), *sorted(project_images_dir(ctx).glob("*.tar"))]
+    archives = [
+        *sorted(images_dir(ctx).glob("*.tar")),
+        *sorted(project_images_dir(ctx).glob("*.tar")),
+    ]
     import_images(ctx, holder, archives)
     runtime_up = time.monotonic()
 
     ctx.spawn("node-kubelet",
               nsenter(holder, [str(kubelet), f"--config={data / 'kubelet' / 'config.json'}",
                                f"--kubeconfig={data / 'kubelet' / 'kubeconfig'}",
-                               f"--root-dir={data / 'kubelet' / 'root'}",
-                               f"--cert-dir={data / 'kubelet' / 'pki'}",
                                f"--hostname-override={NODE_NAME}", f"--node-ip={NODE_IP}",
                                "--v=1"]),
               env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"})  # fmt: skip
-    _wait(f"Node {NODE_NAME} Ready and untainted",
-          lambda: _schedulable(_node_status(server, certs)),
-          ["node-kubelet", "node-containerd", "node-controller-manager"], ctx, READY_TIMEOUT)  # fmt: skip
+    _wait(
+        f"Node {NODE_NAME} Ready and untainted",
+        lambda: _schedulable(_node_status(server, certs)),
+        ["node-kubelet", "node-containerd", "node-controller-manager"],
+        ctx,
+        READY_TIMEOUT,
+    )
     done = time.monotonic()
     log(
         f"node {NODE_NAME} schedulable in {done - began:.1f} s (control plane "
@@ -606,19 +620,15 @@ def _netns_pids(netns: str) -> list[int]:
 def _kill_all(pids: list[int], timeout: float) -> None:
     """SIGTERM, wait (zombie-aware), SIGKILL: for processes not started through ``spawn``."""
     for pid in pids:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and any(process_alive(p) for p in pids):
         time.sleep(0.05)
     for pid in pids:
         if process_alive(pid):
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
 
 
 def stop_node(ctx: Context) -> None:

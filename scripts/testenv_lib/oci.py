@@ -70,7 +70,7 @@ class _Hashing(io.RawIOBase):
 def _layer(rootfs: Path, out: IO[bytes]) -> tuple[str, int]:
     """Write ``rootfs`` as a tar to ``out``; returns (sha256 digest, size)."""
     sink = _Hashing(out)
-    with tarfile.open(fileobj=sink, mode="w|", format=tarfile.PAX_FORMAT) as tar:  # type: ignore[call-overload]
+    with tarfile.open(fileobj=sink, mode="w|", format=tarfile.PAX_FORMAT) as tar:
         for dirpath, dirnames, filenames in os.walk(rootfs):
             dirnames.sort()
             for name in dirnames + sorted(filenames):
@@ -92,8 +92,8 @@ def write_archive(rootfs: Path, out: Path, name: str, config: ImageConfig) -> st
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
         layer_path = Path(tmp) / "layer.tar"
-        with layer_path.open("wb") as handle:
-            layer_digest, layer_size = _layer(rootfs, handle)
+        with layer_path.open("wb") as out_handle:
+            layer_digest, layer_size = _layer(rootfs, out_handle)
         blobs: dict[str, bytes] = {}
 
         def put(data: bytes) -> str:
