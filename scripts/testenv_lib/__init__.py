@@ -12,7 +12,10 @@ tables:
   ``start`` starts too (every ``stores`` server is one);
 - optionally ``STOPPERS: dict[str, Callable[[Context], None]]`` -- run before a server's
   recorded processes are signalled, for what they leave outside their process groups (the
-  node's shims, pods, namespace and cgroups).
+  node's shims, pods, namespace and cgroups);
+- optionally ``OPT_IN: list[str]`` -- installers a bare ``install`` runs only with
+  ``DYNCONF_E2E=1`` (the node and the images: minutes of building that only the end-to-end
+  tests need); naming them always installs them.
 
 The dispatcher merges them; ``start`` installs what a server needs first, so a developer can run
 ``scripts/testenv start vault`` (or a fixture can) on a machine where ``install`` never ran.
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 import time
 import traceback
@@ -41,7 +45,7 @@ from .common import (
 
 __all__ = ["Context", "TestenvError", "main"]
 
-AREAS = ("stores", "kube", "tools", "vault", "node")
+AREAS = ("stores", "kube", "tools", "vault", "node", "images")
 """Area modules, in install order; only ``stores`` must exist."""
 
 
@@ -54,6 +58,7 @@ class Registry:
     needs: dict[str, list[str]] = field(default_factory=dict)
     store_servers: list[str] = field(default_factory=list)
     stoppers: dict[str, Callable[[Context], None]] = field(default_factory=dict)
+    opt_in: list[str] = field(default_factory=list)
 
     def add(self, area: str, module: ModuleType) -> None:
         self.installers.update(getattr(module, "INSTALLERS", {}))
@@ -61,6 +66,7 @@ class Registry:
         self.servers.update(servers)
         self.needs.update(getattr(module, "NEEDS", {}))
         self.stoppers.update(getattr(module, "STOPPERS", {}))
+        self.opt_in.extend(getattr(module, "OPT_IN", []))
         if area == "stores":
             self.store_servers.extend(servers)
         self.store_servers.extend(getattr(module, "STORE_SERVERS", []))
@@ -153,7 +159,9 @@ def stop_servers(ctx: Context, servers: list[str] | None, registry: Registry | N
 
 
 def cmd_install(ctx: Context, registry: Registry, names: list[str]) -> int:
-    names = names or list(registry.installers)
+    if not names:
+        e2e = os.environ.get("DYNCONF_E2E", "") == "1"
+        names = [n for n in registry.installers if e2e or n not in registry.opt_in]
     unknown = [n for n in names if n not in registry.installers]
     if unknown:
         log(f"unknown component(s) {unknown}; known: {', '.join(registry.installers)}")

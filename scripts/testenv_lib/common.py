@@ -399,6 +399,37 @@ class Context:
             raise TestenvError(f"private apt update failed:\n{result.stdout}\n{result.stderr}")
         stamp.touch()
 
+    def apt_closure(self, packages: list[str], *, release: str = "bookworm") -> list[str]:
+        """``pkg=version`` for ``packages`` and everything they depend on, as on an empty system.
+
+        apt's own solver on an empty dpkg status (no recommends), preferring ``release``: the
+        list a fresh root filesystem needs, where ``apt-get download`` alone fetches no
+        dependencies.  Cached per package list until the private lists are refreshed.
+        """
+        self.apt_update()
+        base = self.cache / "apt"
+        key = hashlib.sha256(" ".join([release, *sorted(packages)]).encode()).hexdigest()[:16]
+        cached = base / "closures" / key
+        stamp = base / "lists" / ".updated"
+        if cached.is_file() and cached.stat().st_mtime >= stamp.stat().st_mtime:
+            return cached.read_text().split()
+        empty = base / "empty-status"
+        empty.write_text("")
+        result = self._apt(
+            "-o", f"Dir::State::Status={empty}", "-o", f"APT::Default-Release={release}",
+            "-o", "Debug::NoLocking=1", "--no-install-recommends", "-s", "install", *packages,
+        )  # fmt: skip
+        if result.returncode != 0:
+            raise TestenvError(f"apt cannot resolve {' '.join(packages)}:\n{result.stdout[-2000:]}")
+        specs = []
+        for line in result.stdout.splitlines():
+            if line.startswith("Inst "):
+                name, version = line.split()[1], line.split()[2].strip("(")
+                specs.append(f"{name}={version}")
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        cached.write_text("\n".join(specs) + "\n")
+        return specs
+
     def apt_download(self, packages: list[str], *, dest: str | None = None) -> Path:
         """Download Debian packages and extract them into one directory; returns its root.
 

@@ -116,11 +116,6 @@ def images_dir(ctx: Context) -> Path:
     return ctx.cache / "images"
 
 
-def project_images_dir(ctx: Context) -> Path:
-    """The project's images (``scripts/testenv install images``): built from this checkout."""
-    return ctx.run / "images"
-
-
 def _build_pause(ctx: Context) -> Path:
     """The sandbox's PID 1, from ``pause.c`` in the pinned k8s.io/kubernetes module."""
     out = ctx.cache / "k8s" / kube.k8s_version() / "pause"
@@ -565,10 +560,9 @@ def start_node(ctx: Context) -> dict[str, str]:
               env={"PATH": path})  # fmt: skip
     sock = data / "ns" / "run" / "upper" / "containerd" / "containerd.sock"
     _wait("containerd's socket", sock.exists, ["node-containerd"], ctx, 30)
-    archives = [
-        *sorted(images_dir(ctx).glob("*.tar")),
-        *sorted(project_images_dir(ctx).glob("*.tar")),
-    ]
+    # the project's images (hundreds of MiB, 20 s to unpack) are loaded by the tests that use
+    # them (tests/fixtures/node.py: node_image), so a start stays quick
+    archives = sorted(images_dir(ctx).glob("*.tar"))
     import_images(ctx, holder, archives)
     runtime_up = time.monotonic()
 
@@ -667,3 +661,4 @@ def stop_node(ctx: Context) -> None:
 INSTALLERS: dict[str, Callable[[Context], None]] = {"node": install_node}
 SERVERS: dict[str, Callable[[Context], dict[str, str]]] = {"node": start_node}
 STOPPERS: dict[str, Callable[[Context], None]] = {"node": stop_node}
+OPT_IN: list[str] = ["node"]

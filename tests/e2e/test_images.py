@@ -1,0 +1,93 @@
+"""The images built here (``scripts/testenv install images``) are the images the Dockerfiles
+describe: same user, entrypoint, command, environment and plugin lock, and they run.
+
+The Dockerfiles stay the spec users build with docker; there is no Docker engine here, so the
+builder (``scripts/testenv_lib/images.py``) follows them from Debian packages and the locked
+wheels.  This test reads each Dockerfile on its own (not through the builder's parser) and
+compares with the archive's image config and files.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fixtures.kube import REPO
+from tests.fixtures.node import ProjectImage
+
+sys.path.insert(0, str(REPO / "scripts"))
+from testenv_lib.images import BASE_ENV
+from testenv_lib.oci import read_config, read_file
+
+pytestmark = pytest.mark.e2e
+
+IMAGES = ("agent",)
+"""The images built and checked so far (webhook, operator, node-agent: same builder, next)."""
+
+
+def final_stage(name: str) -> dict[str, Any]:
+    """USER, ENTRYPOINT, CMD and ENV of the Dockerfile's last stage, ``$PATH`` over the base."""
+    text = (REPO / "docker" / f"Dockerfile.{name}").read_text().replace("\\\n", " ")
+    last = text.rsplit("\nFROM ", 1)[1]
+    env = dict(BASE_ENV)
+    out: dict[str, Any] = {"User": None, "Entrypoint": None, "Cmd": None}
+    for line in last.splitlines():
+        word, _, rest = line.strip().partition(" ")
+        if word == "USER":
+            out["User"] = rest.strip()
+        elif word in ("ENTRYPOINT", "CMD"):
+            out[word.title()] = json.loads(rest)
+        elif word == "ENV":
+            for key, value in re.findall(r"(\w+)=(\S+)", rest):
+                env[key] = value.replace("$PATH", env["PATH"])
+    out["Env"] = sorted(f"{k}={v}" for k, v in env.items())
+    return out
+
+
+@pytest.mark.parametrize("name", IMAGES)
+def test_image_config_matches_the_dockerfile(name: str, project_image: ProjectImage) -> None:
+    image = project_image(name)
+    config = read_config(image.archive)
+
+    got = {
+        "User": config.get("User"),
+        "Entrypoint": config.get("Entrypoint"),
+        "Cmd": config.get("Cmd"),
+        "Env": sorted(config.get("Env", [])),
+    }
+
+    assert got == final_stage(name)
+
+
+@pytest.mark.parametrize("name", IMAGES)
+def test_image_carries_the_plugin_lock_of_the_workspace(
+    name: str, project_image: ProjectImage, tmp_path: Path
+) -> None:
+    image = project_image(name)
+    lock_env = next(e for e in read_config(image.archive)["Env"] if e.startswith("DYNCONF_PLUGIN"))
+    in_image = read_file(image.archive, lock_env.split("=", 1)[1])
+    workspace = tmp_path / "plugins.lock"
+    subprocess.run(
+        [str(Path(sys.executable).parent / "dynconf"), "plugins", "lock", "--output", str(workspace)],
+        check=True, capture_output=True, cwd=REPO,
+    )  # fmt: skip
+
+    assert json.loads(in_image) == json.loads(workspace.read_text())
+
+
+@pytest.mark.parametrize("name", IMAGES)
+def test_image_entrypoint_and_interpreter_are_in_the_archive(
+    name: str, project_image: ProjectImage
+) -> None:
+    image = project_image(name)
+    entrypoint = read_config(image.archive)["Entrypoint"][0]
+
+    script = read_file(image.archive, entrypoint)
+
+    assert script.startswith(b"#!/opt/dynamic-config/venv/bin/python")
