@@ -93,6 +93,7 @@ NODE_CONTROLLERS = ",".join(
         "daemonset-controller",
         "statefulset-controller",
         "job-controller",
+        "endpoints-controller",  # the apiserver resolves Services through Endpoints
         "endpointslice-controller",
         "ttl-controller",
         "validatingadmissionpolicy-status-controller",
@@ -380,6 +381,9 @@ def node_flavor() -> kube.Flavor:
             f"--kubelet-client-key={certs / 'apiserver-kubelet-client.key'}",
             "--kubelet-preferred-address-types=InternalIP",
             f"--egress-selector-config-file={egress}",
+            # no kube-proxy: a Service-backed webhook or APIService is dialled at an endpoint's
+            # pod IP (through the cluster egress) instead of its ClusterIP
+            "--enable-aggregator-routing=true",
         ]
 
     def kcm_flags(data: Path) -> list[str]:

@@ -114,6 +114,34 @@ def test_apiserver_fetches_container_logs_from_the_kubelet(
     assert log == b"started\n"
 
 
+def test_apiserver_reaches_a_service_backed_by_a_pod(shell_pod: tuple[Any, str, float]) -> None:
+    core, namespace, _ = shell_pod
+    core.create_namespaced_pod(namespace, {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web", "labels": {"app": "web"}},
+        "spec": {"terminationGracePeriodSeconds": 1, "containers": [{
+            "name": "httpd", "image": BUSYBOX, "imagePullPolicy": "Never",
+            "command": ["sh", "-c", "mkdir /www; echo served-by-pod > /www/index.html; "
+                                    "exec httpd -f -p 8080 -h /www"]}]},
+    })  # fmt: skip
+    core.create_namespaced_service(namespace, {
+        "metadata": {"name": "web"},
+        "spec": {"selector": {"app": "web"}, "ports": [{"port": 8080, "targetPort": 8080}]},
+    })  # fmt: skip
+    wait_running(core, namespace, "web")
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            body = core.connect_get_namespaced_service_proxy_with_path(
+                "web:8080", namespace, "index.html", _preload_content=False
+            ).data
+            break
+        except client.ApiException:  # until the EndpointSlice names the pod
+            assert time.monotonic() < deadline
+            time.sleep(0.3)
+
+    assert body == b"served-by-pod\n"
+
+
 # ---------------------------------------------------------------------------- stop
 def _host_state() -> dict[str, Any]:
     links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True, check=True)
