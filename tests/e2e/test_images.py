@@ -27,8 +27,7 @@ from testenv_lib.oci import read_config, read_file
 
 pytestmark = pytest.mark.e2e
 
-IMAGES = ("agent",)
-"""The images built and checked so far (webhook, operator, node-agent: same builder, next)."""
+IMAGES = ("agent", "webhook", "operator", "node-agent")
 
 
 def final_stage(name: str) -> dict[str, Any]:
