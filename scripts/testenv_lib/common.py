@@ -444,7 +444,9 @@ class Context:
             return root
         self.apt_update()
         with tempfile.TemporaryDirectory(dir=self.cache) as tmp:
-            log(f"apt download {' '.join(packages)}")
+            more = f" (+{len(packages) - 6} more)" if len(packages) > 6 else ""
+            shown = " ".join(packages[:6]) + more
+            log(f"apt download {shown}")
             result = self._apt("download", *packages, cwd=Path(tmp))
             if result.returncode != 0:
                 # stale lists (a point release replaced the file): refresh once and retry
