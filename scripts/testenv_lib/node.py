@@ -642,13 +642,15 @@ def stop_node(ctx: Context) -> None:
         if pid is not None:
             stop_pids({proc: pid}, timeout=10)
         if proc == "node-kubelet":
-            _kill_all(_pod_pids(ctx), 3)
+            # nothing is left to give them a graceful end, and a container's PID 1 (`sleep`)
+            # ignores SIGTERM: a short wait, then SIGKILL
+            _kill_all(_pod_pids(ctx), 0.5)
     netns_file = data / "ns" / "netns"
     holder = _holder_pid(data / "ns")
     if netns_file.is_file():
         netns = netns_file.read_text().strip()
         rest = [p for p in _netns_pids(netns) if p != holder]
-        _kill_all(rest, 5)
+        _kill_all(rest, 1)  # the shims outlive SIGTERM once their containers are gone
     pid = ctx.pid_of("node-ns")
     if pid is not None:
         stop_pids({"node-ns": pid}, timeout=5)
