@@ -279,12 +279,6 @@ def test_env_inject_puts_the_document_into_the_app_environment(injector: Injecto
     assert (env.get("APP_PORT"), env.get("APP_MODE")) == ("9000", "smoke")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="found by this leg: the .env writer spells a string that reads as a number as "
-    "'\"9000\"' so its own typed reader gets the string back, but env-inject sources the "
-    'file with /bin/sh, which keeps the inner quotes: the app sees APP_PORT="9000"',
-)
 def test_env_inject_delivers_a_numeric_looking_string_unquoted(injector: Injector) -> None:
     key = f"e2e-{injector.label}/env-string.json"
     injector.put(key, {"app_port": "9000"})

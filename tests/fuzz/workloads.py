@@ -42,6 +42,11 @@ def parse_and_render(format_name: str, text: str) -> dict[str, Any]:
             result["render"][target] = ("reread-raised", *raised(error))
             continue
         try:
+            if target == "env":
+                # Written for /bin/sh (env-inject sources it): our reader types the text the
+                # shell sees by the grammar, as the env layer does.
+                result["render"][target] = ("ok", same_value(back, _typed_env(document)))
+                continue
             if target == "properties":
                 # Written for Java: what reads back exactly is each leaf's text, as
                 # Properties.load sees it (our reader then widens it, by the flat rules).
@@ -54,6 +59,14 @@ def parse_and_render(format_name: str, text: str) -> dict[str, Any]:
             continue
         result["render"][target] = ("ok", same)
     return result
+
+
+def _typed_env(document: Any) -> Any:
+    from dynconf.text import type_text
+
+    if isinstance(document, dict):
+        return {key: _typed_env(value) for key, value in document.items()}
+    return type_text(document) if isinstance(document, str) else document
 
 
 def _java_reads_back(written: str, document: Any) -> bool:

@@ -7,6 +7,7 @@ empty strings and surrounding spaces.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from hypothesis import strategies as st
@@ -189,5 +190,7 @@ ENV_KEYS = st.from_regex(r"\A[a-z0-9]{1,4}(_[a-z0-9]{1,3}){0,2}\Z")
 
 
 def env_documents() -> Any:
-    scalars = st.one_of(st.booleans(), st.integers(I64_MIN, U64_MAX), FINITE_FLOAT, STRINGS)
+    """What a .env line carries to a shell: no line breaks or other control characters."""
+    line_strings = STRINGS.filter(lambda text: not re.search(r"[\x00-\x08\x0a-\x1f\x7f]", text))
+    scalars = st.one_of(st.booleans(), st.integers(I64_MIN, U64_MAX), FINITE_FLOAT, line_strings)
     return _tables(ENV_KEYS, scalars)

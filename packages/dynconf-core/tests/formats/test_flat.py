@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -332,13 +334,13 @@ def test_env_reads_dotenv_lines() -> None:
     )
 
 
-def test_env_dump_upper_cases_paths_and_quotes_strings_that_would_retype() -> None:
+def test_env_dump_upper_cases_paths_and_writes_each_string_as_the_shell_reads_it() -> None:
     document = {
         "db": {"host": "h", "port": 5432, "ratio": 1e16},
         "ver": "1.10",
         "flag": "true",
         "pad": " x ",
-        "motd": 'say "hi"\nbye',
+        "motd": "it's $(id) `id`; ok",
         "extra": {},
         "empty": "",
     }
@@ -347,14 +349,56 @@ def test_env_dump_upper_cases_paths_and_quotes_strings_that_would_retype() -> No
         "DB__HOST=h\n"
         "DB__PORT=5432\n"
         "DB__RATIO=1.0e+16\n"
-        "VER='\"1.10\"'\n"
-        "FLAG='\"true\"'\n"
-        "PAD='\" x \"'\n"
-        'MOTD=\'"say \\"hi\\"\\nbye"\'\n'
+        "VER=1.10\n"
+        "FLAG=true\n"
+        "PAD=' x '\n"
+        "MOTD='it'\\''s $(id) `id`; ok'\n"
         "EXTRA={}\n"
         "EMPTY=\n"
     )
-    assert same_value(dotenv.parse(text, ORIGIN), document)
+    # Our reader widens what the shell sees, by the text grammar (as .properties does).
+    back = dotenv.parse(text, ORIGIN)
+    assert back["motd"] == "it's $(id) `id`; ok" and back["pad"] == "x"  # the grammar trims
+    assert (back["ver"], back["flag"]) == (1.1, True)
+
+
+def test_env_file_sourced_by_sh_gives_each_value_its_exact_text_and_runs_nothing(
+    tmp_path: Path,
+) -> None:
+    """env-inject sources the file with ``/bin/sh`` (``set -a; . file``): nothing may run."""
+    marker = tmp_path / "ran"
+    values = {
+        "port": "9000",
+        "spaced": "x y",
+        "quote": "it's",
+        "dq": 'say "hi"',
+        "subst": f"$(touch {marker})",
+        "backtick": f"`touch {marker}`",
+        "semi": f"a; touch {marker}",
+        "dollar": "$HOME ${HOME}",
+        "glob": "*",
+        "unicode": "é日本",
+        "tab": "a\tb",
+        "empty": "",
+        "lead": "  both  ",
+    }
+    env_file = tmp_path / "app.env"
+    env_file.write_text(_dump(ENV, {"app": values}))
+    script = 'set -a; . "$1"; set +a; ' + "; ".join(
+        f'printf "%s\\0" "$APP__{name.upper()}"' for name in values
+    )
+    out = subprocess.run(
+        ["/bin/sh", "-c", script, "sh", str(env_file)], capture_output=True, check=True
+    ).stdout
+    assert out.decode().split("\0")[:-1] == list(values.values())
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("value", ["a\nb", "a\rb", "bell\x07"])
+def test_env_refuses_control_characters_a_line_cannot_carry(value: str) -> None:
+    with pytest.raises(TypeMismatchError) as caught:
+        _dump(ENV, {"s": value})
+    assert caught.value.path == "s"
 
 
 @pytest.mark.parametrize("key", ["A", "a__b", "_a", "a_", "a-b", "a.b", "é", ""])

@@ -5,7 +5,9 @@ documents, and so are ``"1"`` and ``1``.
 
 ``.properties`` is written for Java, which keeps every value a string, so its promise is
 what Java preserves: the file reads back as each leaf's text (:func:`java_text`), and our
-own widening reader answers that text widened (``"5432"`` comes back as 5432).
+own widening reader answers that text widened (``"5432"`` comes back as 5432). ``.env`` is
+written for ``/bin/sh`` (env-inject sources it) with the same trade: the shell sees each
+leaf's text, and our reader types that text by the grammar.
 """
 
 from __future__ import annotations
@@ -26,9 +28,10 @@ from hypothesis import strategies as st
 
 from dynconf.document import Document, same_value, walk_leaves
 from dynconf.errors import Origin
-from dynconf.formats import ENV, INI, JSON, TOML, YAML, properties
+from dynconf.formats import ENV, INI, JSON, TOML, YAML, dotenv, properties
 from dynconf.formats._flat import widen
 from dynconf.plugins import FormatType
+from dynconf.text import type_text
 
 ORIGIN = Origin.inline()
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -46,7 +49,6 @@ CASES: list[tuple[FormatType, Any]] = [
     (TOML, toml_documents()),
     (YAML, yaml_documents()),
     (INI, ini_documents()),
-    (ENV, env_documents()),
 ]
 
 
@@ -88,3 +90,21 @@ def test_rich_dump_is_pretty_with_a_trailing_newline(fmt: FormatType) -> None:
     text = fmt.dump({"a": {"b": 1, "c": [1, 2]}, "d": "x"})
     assert text.endswith("\n")
     assert len(text.splitlines()) > 1
+
+
+def _typed_by_the_grammar(document: Document) -> Document:
+    out: Document = {}
+    for key, value in document.items():
+        if isinstance(value, dict):
+            out[key] = _typed_by_the_grammar(value)
+        else:
+            out[key] = type_text(value) if isinstance(value, str) else value
+    return out
+
+
+@SETTINGS
+@given(document=env_documents())
+def test_env_reads_back_as_the_grammar_types_the_text_the_shell_sees(document: Document) -> None:
+    assert ENV.dump is not None
+    text = ENV.dump(document)
+    assert same_value(dotenv.parse(text, ORIGIN), _typed_by_the_grammar(document)), text

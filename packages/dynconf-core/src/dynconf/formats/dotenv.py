@@ -8,13 +8,16 @@ inline comments. The name is ASCII-lowercased and ``__`` nests (``DB__HOST`` is
 integer and ``[a, b]`` an array. A name with an empty segment, or a key that is both a
 value and a table, is an error giving the line number.
 
-Writing: one line per leaf, the path upper-cased and joined with ``__``. A value is
-written bare when it reads back as itself; otherwise a string is written as the grammar's
-``"…"`` string (escapes for quotes, backslashes and control characters) inside single
-quotes, which the reader strips, so ``'"8080"'`` is the string ``8080``. An empty table
-is ``{}``. Arrays, null, non-finite floats, integers the grammar reads as strings, and keys
-that would not read back (anything beyond lowercase ASCII letters, digits and single inner
-underscores) are refused by path.
+Writing: one line per leaf, the path upper-cased and joined with ``__``. The file is written
+for ``/bin/sh``, because env-inject sources it (``set -a; . file``): every value reaches the
+shell as exactly its text and nothing in it runs. A string of shell-safe characters is written
+bare; any other string as a single-quoted shell literal (a ``'`` inside is ``'\''``), which
+the reader also reads. Like ``.properties``, the text is what the consumer sees, and our
+typed reader then widens it by the text grammar: the string ``"8080"`` is written ``8080``
+and comes back as the integer 8080. An empty table is ``{}``. Line breaks and other control
+characters (a line cannot hold them), arrays, null, non-finite floats, integers the grammar
+reads as strings, and keys that would not read back (anything beyond lowercase ASCII
+letters, digits and single inner underscores) are refused by path.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from __future__ import annotations
 import math
 import re
 
-from dynconf.document import Document, Value, same_value
+from dynconf.document import Document, Value
 from dynconf.errors import Origin
 from dynconf.formats._common import check_document, is_blank
 from dynconf.formats._flat import insert, leaves, lines, parse_error, refuse, trim
@@ -37,15 +40,30 @@ NEST = "__"
 _EXPORT = re.compile(r"export[ \t]+")
 _SEGMENT = re.compile(r"[a-z0-9]+(?:_[a-z0-9]+)*")
 _LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
-_SHORT_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t", "\b": "\\b", "\f": "\\f"}
 _U64_MAX = 2**64 - 1
 _I64_MIN = -(2**63)
 
 
+_SHELL_SAFE = re.compile(r"[A-Za-z0-9_@%+=:,./-]+")
+_SHELL_QUOTED = re.compile(r"(?:'[^']*'|\\')+")
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+
+
 def _unquote(value: str) -> str:
+    """The value without its quotes: one matching pair, or a shell literal of quoted pieces.
+
+    ``'it'\''s'`` (the shell's way to put ``'`` in a single-quoted string, as :func:`dump`
+    writes it) reads as ``it's``.
+    """
+    if value.startswith("'") and _SHELL_QUOTED.fullmatch(value) and "\\'" in value:
+        return "".join("'" if piece == "\\'" else piece[1:-1] for piece in _pieces(value))
     if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
         return value[1:-1]
     return value
+
+
+def _pieces(value: str) -> list[str]:
+    return re.findall(r"'[^']*'|\\'", value)
 
 
 def parse(text: str, origin: Origin) -> Document:
@@ -80,28 +98,17 @@ def parse(text: str, origin: Origin) -> Document:
     return tree
 
 
-def _grammar_string(text: str) -> str:
-    out: list[str] = []
-    for char in text:
-        if char in '"\\':
-            out.append("\\" + char)
-        elif char in _SHORT_ESCAPES:
-            out.append(_SHORT_ESCAPES[char])
-        elif ord(char) < 0x20 or 0x7F <= ord(char) < 0xA0:
-            out.append(f"\\u{ord(char):04x}")
-        else:
-            out.append(char)
-    return "'\"" + "".join(out) + "\"'"
-
-
-def _bare_reads_back(text: str) -> bool:
-    return (
-        "\n" not in text
-        and "\r" not in text
-        and trim(text) == text
-        and _unquote(text) == text
-        and same_value(type_text(text), text)
-    )
+def _shell_text(text: str, path: str) -> str:
+    """``text`` as ``/bin/sh`` reads it back exactly, with nothing in it expanded or run."""
+    if _CONTROL.search(text):
+        raise refuse(
+            path,
+            "holds a line break or another control character, which a .env line cannot "
+            "carry to a shell; render it to json, toml or yaml, or shape it with a template",
+        )
+    if text == "" or _SHELL_SAFE.fullmatch(text):
+        return text
+    return "'" + text.replace("'", "'\\''") + "'"
 
 
 def _value_text(value: Value, path: str) -> str:
@@ -129,8 +136,7 @@ def _value_text(value: Value, path: str) -> str:
             mantissa, _, exponent = spelled.partition("e")
             spelled = f"{mantissa}.0e{exponent}"
         return spelled
-    text = str(value)
-    return text if _bare_reads_back(text) else _grammar_string(text)
+    return _shell_text(str(value), path)
 
 
 def _name(segments: list[str], path: str) -> str:
