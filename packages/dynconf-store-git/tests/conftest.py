@@ -220,7 +220,10 @@ class OwnHttpServer:
             self.process = subprocess.Popen(args, stderr=log, start_new_session=True)
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.port), 0.2):
+            with (
+                contextlib.suppress(OSError),
+                socket.create_connection(("127.0.0.1", self.port), 0.2),
+            ):
                 return
             time.sleep(0.05)
         raise RuntimeError("the git http server did not start")
@@ -270,7 +273,9 @@ def _make_pki(directory: Path) -> Pki:
 
     now = dt.datetime.now(dt.UTC)
 
-    def save(name: str, cert: x509.Certificate, key: ec.EllipticCurvePrivateKey) -> tuple[Path, Path]:
+    def save(
+        name: str, cert: x509.Certificate, key: ec.EllipticCurvePrivateKey
+    ) -> tuple[Path, Path]:
         (directory / f"{name}.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
         (directory / f"{name}-key.pem").write_bytes(key.private_bytes(
             serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
@@ -299,8 +304,12 @@ def _make_pki(directory: Path) -> Pki:
     directory.mkdir(parents=True, exist_ok=True)
     root = make("dynconf git test CA", None, None, [], ca=True)
     other = make("some other CA", None, None, [], ca=True)
-    server = make("localhost", root, ExtendedKeyUsageOID.SERVER_AUTH,
-                  [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))])
+    server = make(
+        "localhost",
+        root,
+        ExtendedKeyUsageOID.SERVER_AUTH,
+        [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))],
+    )
     client = make("agent", root, ExtendedKeyUsageOID.CLIENT_AUTH, [])  # fmt: skip
     ca, _ = save("ca", *root)
     other_ca, _ = save("other-ca", *other)
@@ -322,6 +331,7 @@ class TlsFront:
     upstream: int
     context: ssl.SSLContext
     _listener: socket.socket | None = None
+    _thread: threading.Thread | None = None
 
     @property
     def base(self) -> str:
@@ -333,7 +343,8 @@ class TlsFront:
         listener.bind(("127.0.0.1", self.port))
         listener.listen(16)
         self._listener = listener
-        threading.Thread(target=self._accept, daemon=True).start()
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._thread.start()
 
     def _accept(self) -> None:
         assert self._listener is not None
@@ -371,7 +382,12 @@ class TlsFront:
 
     def stop(self) -> None:
         if self._listener is not None:
+            # close alone leaves accept() blocked on Linux: shut the socket down to wake it
+            with contextlib.suppress(OSError):
+                self._listener.shutdown(socket.SHUT_RDWR)
             self._listener.close()
+        if self._thread is not None:
+            self._thread.join(5)
 
 
 @pytest.fixture
@@ -408,17 +424,24 @@ class SshServer:
 
 
 def _sshd_binary() -> tuple[Path, dict[str, str]] | None:
-    found = shutil.which("sshd") or (Path("/usr/sbin/sshd") if Path("/usr/sbin/sshd").exists() else None)
+    found = shutil.which("sshd") or (
+        Path("/usr/sbin/sshd") if Path("/usr/sbin/sshd").exists() else None
+    )
     if found:
         return Path(found), {}
     sys.path.insert(0, str(SCRIPTS))
     try:
         from testenv_lib.common import Context
 
-        release = dict(
-            line.split("=", 1) for line in Path("/etc/os-release").read_text().splitlines()
-            if "=" in line
-        ).get("VERSION_CODENAME", "bookworm").strip('"')
+        release = (
+            dict(
+                line.split("=", 1)
+                for line in Path("/etc/os-release").read_text().splitlines()
+                if "=" in line
+            )
+            .get("VERSION_CODENAME", "bookworm")
+            .strip('"')
+        )
         # the machine's own suite: a newer suite's sshd needs a newer libc
         packages = [f"openssh-server/{release}", f"libwrap0/{release}"]
         root = Context().apt_download(packages, dest=f"sshd-{release}")
@@ -461,7 +484,8 @@ def ssh_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshServer]:
         script = f"exec {binary} -D -e -f {config}"
     process = subprocess.Popen(
         ["unshare", "--mount", "--propagation", "private", "sh", "-c", script],
-        env={**os.environ, **env}, stderr=(root / "sshd.log").open("w"),
+        env={**os.environ, **env},
+        stderr=(root / "sshd.log").open("w"),
     )
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:

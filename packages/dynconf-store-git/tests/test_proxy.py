@@ -35,6 +35,7 @@ class Trap:
     heads: list[str] = field(default_factory=list)
     port: int = 0
     _sock: socket.socket | None = None
+    _thread: threading.Thread | None = None
 
     def start(self) -> Trap:
         sock = socket.socket()
@@ -42,7 +43,8 @@ class Trap:
         sock.bind((self.host, 0))
         sock.listen(16)
         self._sock, self.port = sock, sock.getsockname()[1]
-        threading.Thread(target=self._serve, daemon=True).start()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
         return self
 
     def _serve(self) -> None:
@@ -69,7 +71,12 @@ class Trap:
 
     def stop(self) -> None:
         if self._sock is not None:
+            # close alone leaves accept() blocked on Linux: shut the socket down to wake it
+            with contextlib.suppress(OSError):
+                self._sock.shutdown(socket.SHUT_RDWR)
             self._sock.close()
+        if self._thread is not None:
+            self._thread.join(5)
 
 
 @pytest.fixture

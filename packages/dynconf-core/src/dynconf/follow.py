@@ -173,6 +173,11 @@ class StoreDriver:
                 return  # the loop is gone (shutdown): nothing to hand over to
             except BaseException as error:
                 outcome.append(error)
+            if stop.is_set():
+                # The follower stopped waiting (it was cancelled or the loop is shutting
+                # down): a call into the loop now might never be run, and would hold this
+                # thread for the life of the process.
+                return
             try:
                 anyio.from_thread.run_sync(done.set, token=token)
             except RuntimeError:
