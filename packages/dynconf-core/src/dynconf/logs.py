@@ -63,9 +63,27 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(body, default=str, sort_keys=False)
 
 
+class _StdoutHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever ``sys.stdout`` is when a line is emitted, not when it was configured.
+
+    A thread that outlives the code that configured logging (a test's captured stdout, a
+    host that swaps ``sys.stdout``) then never writes to a stream that has been closed.
+    """
+
+    @property
+    def stream(self) -> TextIO:
+        return sys.stdout
+
+    @stream.setter
+    def stream(self, value: TextIO) -> None:
+        """``StreamHandler`` assigns a stream; the current ``sys.stdout`` always wins."""
+
+
 def configure_logging(level: int | str = logging.INFO, stream: TextIO | None = None) -> None:
     """Route every ``dynconf*`` logger to JSON lines on ``stream`` (stdout by default)."""
-    handler = logging.StreamHandler(stream or sys.stdout)
+    handler: logging.Handler = (
+        logging.StreamHandler(stream) if stream is not None else _StdoutHandler()
+    )
     handler.setFormatter(JsonFormatter())
     for name in ("dynconf", "dynconf_k8s"):
         logger = logging.getLogger(name)
