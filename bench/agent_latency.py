@@ -42,8 +42,11 @@ CLEANUPS: list[Callable[[], object]] = []
 def server_env(name: str, started: list[str]) -> dict[str, str]:
     published = RUN / "published" / f"{name}.env"
     if not published.exists():
-        subprocess.run([sys.executable, str(REPO / "scripts/testenv"), "start", name],
-                       check=True, capture_output=True)
+        subprocess.run(
+            [sys.executable, str(REPO / "scripts/testenv"), "start", name],
+            check=True,
+            capture_output=True,
+        )
         started.append(name)
     return dict(line.split("=", 1) for line in published.read_text().split())
 
@@ -66,19 +69,27 @@ def store(name: str, started: list[str], tmp: Path) -> tuple[list[str], Callable
         env = server_env("consul", started)
         host, _, port = env["DYNCONF_TEST_CONSUL_ADDR"].rpartition(":")
         kv = consul.Consul(host=host, port=int(port)).kv
-        return ["--endpoint", env["DYNCONF_TEST_CONSUL_URL"], "--key", key], lambda t: kv.put(key, t)
+        return ["--endpoint", env["DYNCONF_TEST_CONSUL_URL"], "--key", key], lambda t: kv.put(
+            key, t
+        )
     if name == "etcd":
         from etcd3gw.client import Etcd3Client
 
         env = server_env("etcd", started)
-        client = Etcd3Client(host=env["DYNCONF_TEST_ETCD_HOST"], port=int(env["DYNCONF_TEST_ETCD_PORT"]))
-        return ["--endpoint", env["DYNCONF_TEST_ETCD_URL"], "--key", key], lambda t: client.put(key, t)
+        client = Etcd3Client(
+            host=env["DYNCONF_TEST_ETCD_HOST"], port=int(env["DYNCONF_TEST_ETCD_PORT"])
+        )
+        return ["--endpoint", env["DYNCONF_TEST_ETCD_URL"], "--key", key], lambda t: client.put(
+            key, t
+        )
     if name == "redis":
         import redis
 
         env = server_env("redis", started)
         client = redis.Redis.from_url(env["DYNCONF_TEST_REDIS_URL"])
-        return ["--endpoint", env["DYNCONF_TEST_REDIS_URL"], "--key", key], lambda t: client.set(key, t)
+        return ["--endpoint", env["DYNCONF_TEST_REDIS_URL"], "--key", key], lambda t: client.set(
+            key, t
+        )
     if name == "vault":
         import hvac
 
@@ -87,15 +98,21 @@ def store(name: str, started: list[str], tmp: Path) -> tuple[list[str], Callable
         kv = hvac.Client(url=addr, token=token).secrets.kv.v2
         path = f"bench-{uuid.uuid4().hex}"
         AGENT_ENV["DYNAMIC_CONFIG_AGENT_TOKEN"] = token
-        return (["--endpoint", addr, "--key", f"secret/{path}"],
-                lambda t: kv.create_or_update_secret(path=path, secret=json.loads(t), mount_point="secret"))
+        return (
+            ["--endpoint", addr, "--key", f"secret/{path}"],
+            lambda t: kv.create_or_update_secret(
+                path=path, secret=json.loads(t), mount_point="secret"
+            ),
+        )
     if name == "git":
         env = server_env("git", started)
         path = f"bench/{uuid.uuid4().hex}.json"
         repo = Path(env["DYNCONF_TEST_GIT_ROOT"]) / "config.git"
         AGENT_ENV["XDG_CACHE_HOME"] = str(tmp / "cache")
-        return (["--endpoint", env["DYNCONF_TEST_GIT_HTTP_URL"], "--key", path],
-                lambda t: git_commit(repo, env["DYNCONF_TEST_GIT_BRANCH"], path, t, tmp))
+        return (
+            ["--endpoint", env["DYNCONF_TEST_GIT_HTTP_URL"], "--key", path],
+            lambda t: git_commit(repo, env["DYNCONF_TEST_GIT_BRANCH"], path, t, tmp),
+        )
     if name == "nats":
         import asyncio
 
@@ -106,36 +123,68 @@ def store(name: str, started: list[str], tmp: Path) -> tuple[list[str], Callable
         bucket = f"bench-{uuid.uuid4().hex[:12]}"
         loop = asyncio.new_event_loop()
         client = loop.run_until_complete(nats.connect(env["DYNCONF_TEST_NATS_URL"]))
-        kv = loop.run_until_complete(client.jetstream().create_key_value(KeyValueConfig(bucket=bucket)))
+        kv = loop.run_until_complete(
+            client.jetstream().create_key_value(KeyValueConfig(bucket=bucket))
+        )
         CLEANUPS.append(lambda: loop.run_until_complete(client.close()))
-        return (["--endpoint", env["DYNCONF_TEST_NATS_URL"], "--key", f"{bucket}/app.json"],
-                lambda t: loop.run_until_complete(kv.put("app.json", t.encode())))
+        return (
+            ["--endpoint", env["DYNCONF_TEST_NATS_URL"], "--key", f"{bucket}/app.json"],
+            lambda t: loop.run_until_complete(kv.put("app.json", t.encode())),
+        )
     if name == "s3":
         import boto3
 
         env = server_env("s3", started)
         bucket = f"bench-{uuid.uuid4().hex[:12]}"
-        client = boto3.client("s3", endpoint_url=env["DYNCONF_TEST_S3_ENDPOINT_URL"],
-                              aws_access_key_id=env["DYNCONF_TEST_S3_ACCESS_KEY_ID"],
-                              aws_secret_access_key=env["DYNCONF_TEST_S3_SECRET_ACCESS_KEY"],
-                              region_name=env["DYNCONF_TEST_S3_REGION"])
+        client = boto3.client(
+            "s3",
+            endpoint_url=env["DYNCONF_TEST_S3_ENDPOINT_URL"],
+            aws_access_key_id=env["DYNCONF_TEST_S3_ACCESS_KEY_ID"],
+            aws_secret_access_key=env["DYNCONF_TEST_S3_SECRET_ACCESS_KEY"],
+            region_name=env["DYNCONF_TEST_S3_REGION"],
+        )
         client.create_bucket(Bucket=bucket)
-        AGENT_ENV.update(AWS_ACCESS_KEY_ID=env["DYNCONF_TEST_S3_ACCESS_KEY_ID"],
-                         AWS_SECRET_ACCESS_KEY=env["DYNCONF_TEST_S3_SECRET_ACCESS_KEY"],
-                         AWS_EC2_METADATA_DISABLED="true")
-        return (["--endpoint", bucket, "--key", "app.json", "--api-url", env["DYNCONF_TEST_S3_ENDPOINT_URL"]],
-                lambda t: client.put_object(Bucket=bucket, Key="app.json", Body=t.encode()))
+        AGENT_ENV.update(
+            AWS_ACCESS_KEY_ID=env["DYNCONF_TEST_S3_ACCESS_KEY_ID"],
+            AWS_SECRET_ACCESS_KEY=env["DYNCONF_TEST_S3_SECRET_ACCESS_KEY"],
+            AWS_EC2_METADATA_DISABLED="true",
+        )
+        return (
+            [
+                "--endpoint",
+                bucket,
+                "--key",
+                "app.json",
+                "--api-url",
+                env["DYNCONF_TEST_S3_ENDPOINT_URL"],
+            ],
+            lambda t: client.put_object(Bucket=bucket, Key="app.json", Body=t.encode()),
+        )
     if name == "firestore":
         from google.cloud import firestore
 
         env = server_env("firestore", started)
-        host, project = env["DYNCONF_TEST_FIRESTORE_EMULATOR_HOST"], env["DYNCONF_TEST_FIRESTORE_PROJECT"]
+        host, project = (
+            env["DYNCONF_TEST_FIRESTORE_EMULATOR_HOST"],
+            env["DYNCONF_TEST_FIRESTORE_PROJECT"],
+        )
         os.environ["FIRESTORE_EMULATOR_HOST"] = host  # for this process's client only
         AGENT_ENV["FIRESTORE_EMULATOR_HOST"] = ""
         doc_id = uuid.uuid4().hex
         ref = firestore.Client(project=project).collection("bench").document(doc_id)
-        return (["--endpoint", project, "--key", f"bench/{doc_id}", "--auth", "emulator", "--api-url", host],
-                lambda t: ref.set(json.loads(t)))
+        return (
+            [
+                "--endpoint",
+                project,
+                "--key",
+                f"bench/{doc_id}",
+                "--auth",
+                "emulator",
+                "--api-url",
+                host,
+            ],
+            lambda t: ref.set(json.loads(t)),
+        )
     if name == "config-server":
         from dynconf_store_configserver.server.main import build_server
         from dynconf_store_configserver.server.settings import parse_settings
@@ -143,10 +192,25 @@ def store(name: str, started: list[str], tmp: Path) -> tuple[list[str], Callable
         doc = tmp / "app.json"
         doc.write_text("{}")
         token = f"bench-{uuid.uuid4().hex}"
-        settings = parse_settings({"server": {
-            "bind": "127.0.0.1:0", "file_poll_seconds": 0.05, "keepalive_seconds": 15.0,
-            "sections": [{"application": "app", "profile": "prod", "files": ["app.json"], "whole_document": True}],
-            "clients": [{"name": "bench", "token": token, "applications": ["app"]}]}}, base=tmp)
+        settings = parse_settings(
+            {
+                "server": {
+                    "bind": "127.0.0.1:0",
+                    "file_poll_seconds": 0.05,
+                    "keepalive_seconds": 15.0,
+                    "sections": [
+                        {
+                            "application": "app",
+                            "profile": "prod",
+                            "files": ["app.json"],
+                            "whole_document": True,
+                        }
+                    ],
+                    "clients": [{"name": "bench", "token": token, "applications": ["app"]}],
+                }
+            },
+            base=tmp,
+        )
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))
             port = sock.getsockname()[1]
@@ -168,13 +232,24 @@ def store(name: str, started: list[str], tmp: Path) -> tuple[list[str], Callable
 
 def git_commit(repo: Path, branch: str, path: str, content: str, tmp: Path) -> None:
     """Commit one file on the bare repo's branch with plumbing (no clone)."""
-    env = {**os.environ, "GIT_AUTHOR_NAME": "bench", "GIT_AUTHOR_EMAIL": "bench@dynconf.test",
-           "GIT_COMMITTER_NAME": "bench", "GIT_COMMITTER_EMAIL": "bench@dynconf.test",
-           "GIT_INDEX_FILE": str(tmp / ".bench-index")}
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "bench",
+        "GIT_AUTHOR_EMAIL": "bench@dynconf.test",
+        "GIT_COMMITTER_NAME": "bench",
+        "GIT_COMMITTER_EMAIL": "bench@dynconf.test",
+        "GIT_INDEX_FILE": str(tmp / ".bench-index"),
+    }
 
     def git(*args: str, stdin: str | None = None) -> str:
-        return subprocess.run(["git", "-C", str(repo), *args], input=stdin, env=env, text=True,
-                              check=True, capture_output=True).stdout.strip()
+        return subprocess.run(
+            ["git", "-C", str(repo), *args],
+            input=stdin,
+            env=env,
+            text=True,
+            check=True,
+            capture_output=True,
+        ).stdout.strip()
 
     parent = git("rev-parse", f"refs/heads/{branch}")
     git("read-tree", parent)
@@ -218,9 +293,12 @@ def bench_store(name: str, started: list[str]) -> dict[str, object]:
         write(json.dumps({"n": -1}))
         env = {**os.environ, **AGENT_ENV}
         env = {k: v for k, v in env.items() if v}
-        proc = subprocess.Popen([str(AGENT), "--source", name, *args, "--out", str(out),
-                                 "--watch", "15"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                env=env)
+        proc = subprocess.Popen(
+            [str(AGENT), "--source", name, *args, "--out", str(out), "--watch", "15"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=env,
+        )
         try:
             wait_for(out, '"n": -1')
             time.sleep(1.0)  # let the watch open and settle before measuring
@@ -229,17 +307,26 @@ def bench_store(name: str, started: list[str]) -> dict[str, object]:
             time.sleep(10.0)
             idle = (cpu_seconds(proc.pid) - before) / 10.0 * 100
             if name in POLL_STORES:
-                return {"store": name, "p50_ms": None, "p95_ms": None,
-                        "rss_mib": round(rss, 1), "idle_cpu_pct": round(idle, 2)}
+                return {
+                    "store": name,
+                    "p50_ms": None,
+                    "p95_ms": None,
+                    "rss_mib": round(rss, 1),
+                    "idle_cpu_pct": round(idle, 2),
+                }
             samples = []
             for n in range(CHANGES):
                 began = time.perf_counter()
                 write(json.dumps({"n": n}))
                 samples.append((wait_for(out, f'"n": {n}\n') - began) * 1000)
             samples.sort()
-            return {"store": name, "p50_ms": round(statistics.median(samples), 1),
-                    "p95_ms": round(samples[int(len(samples) * 0.95) - 1], 1),
-                    "rss_mib": round(rss, 1), "idle_cpu_pct": round(idle, 2)}
+            return {
+                "store": name,
+                "p50_ms": round(statistics.median(samples), 1),
+                "p95_ms": round(samples[int(len(samples) * 0.95) - 1], 1),
+                "rss_mib": round(rss, 1),
+                "idle_cpu_pct": round(idle, 2),
+            }
         finally:
             proc.terminate()
             proc.wait(timeout=10)
@@ -257,8 +344,19 @@ def one_shot_start() -> float:
         runs = []
         for _ in range(5):
             began = time.perf_counter()
-            subprocess.run([str(AGENT), "--source", "file", "--key", str(doc), "--out",
-                            str(Path(directory) / "app.json")], check=True, capture_output=True)
+            subprocess.run(
+                [
+                    str(AGENT),
+                    "--source",
+                    "file",
+                    "--key",
+                    str(doc),
+                    "--out",
+                    str(Path(directory) / "app.json"),
+                ],
+                check=True,
+                capture_output=True,
+            )
             runs.append(time.perf_counter() - began)
         return round(statistics.median(runs), 3)
 
@@ -272,8 +370,11 @@ def main() -> None:
         print(json.dumps({"one_shot_start_to_first_render_s": one_shot_start()}))
     finally:
         for name in started:
-            subprocess.run([sys.executable, str(REPO / "scripts/testenv"), "stop", name],
-                           check=False, capture_output=True)
+            subprocess.run(
+                [sys.executable, str(REPO / "scripts/testenv"), "stop", name],
+                check=False,
+                capture_output=True,
+            )
 
 
 if __name__ == "__main__":

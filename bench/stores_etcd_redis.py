@@ -86,8 +86,10 @@ def rss(name: str, const: str, endpoint: str) -> tuple[float, float]:
 def report(name: str, samples: list[float]) -> None:
     ordered = sorted(samples)
     p95 = ordered[max(0, round(0.95 * len(ordered)) - 1)]
-    print(f"{name}: watch latency over {len(samples)} changes: p50 {statistics.median(samples):.1f} "
-          f"ms, p95 {p95:.1f} ms, max {ordered[-1]:.1f} ms (target p95 <= 100 ms)")
+    print(
+        f"{name}: watch latency over {len(samples)} changes: p50 {statistics.median(samples):.1f} "
+        f"ms, p95 {p95:.1f} ms, max {ordered[-1]:.1f} ms (target p95 <= 100 ms)"
+    )
 
 
 def main() -> None:
@@ -122,8 +124,10 @@ def main() -> None:
         for name, const, endpoint in (("etcd", "ETCD_STORE", etcd_url),
                                       ("redis", "REDIS_STORE", redis_url)):  # fmt: skip
             built, fetched = rss(name, const, endpoint)
-            print(f"{name}: RSS after import+build {built:.1f} MiB, after first fetch "
-                  f"{fetched:.1f} MiB (target <= 40 MiB)")
+            print(
+                f"{name}: RSS after import+build {built:.1f} MiB, after first fetch "
+                f"{fetched:.1f} MiB (target <= 40 MiB)"
+            )
     finally:
         for name in started:
             subprocess.run([sys.executable, str(REPO / "scripts/testenv"), "stop", name],

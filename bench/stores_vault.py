@@ -67,8 +67,9 @@ def bench_poll(addr: str, token: str) -> tuple[list[float], list[float], list[fl
     name = f"bench-{uuid.uuid4().hex[:8]}"
     session = requests.Session()
     session.headers["X-Vault-Token"] = token
-    session.post(f"{addr}/v1/secret/data/{name}",
-                 json={"data": {f"k{i}": f"value-{i}" for i in range(20)}}).raise_for_status()
+    session.post(
+        f"{addr}/v1/secret/data/{name}", json={"data": {f"k{i}": f"value-{i}" for i in range(20)}}
+    ).raise_for_status()
     source = VAULT_STORE.build(StoreSpec(source="vault", endpoint=addr, key=f"secret/{name}",
                                          token=token))  # fmt: skip
     store_ms = _timed(source.check, CHECKS)

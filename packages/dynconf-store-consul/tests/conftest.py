@@ -213,7 +213,6 @@ class KvClient:
         return self.admin("PUT", "/v1/acl/token", {"Policies": [{"Name": policy}]})  # type: ignore[return-value]
 
 
-
 class ConsulProcess(KvClient):
     """One Consul agent this test session owns (dev or persistent server, ACLs, TLS)."""
 
@@ -254,8 +253,11 @@ class ConsulProcess(KvClient):
         else:
             argv.append("-dev")
         if self.acl_token:
-            argv += ["-hcl", 'acl { enabled = true default_policy = "deny" '
-                     f'tokens {{ master = "{self.acl_token}" agent = "{self.acl_token}" }} }}']
+            argv += [
+                "-hcl",
+                'acl { enabled = true default_policy = "deny" '
+                f'tokens {{ master = "{self.acl_token}" agent = "{self.acl_token}" }} }}',
+            ]
         if self.pki:
             argv += ["-https-port", str(self.https_port),
                      "-hcl", f'cert_file = "{self.pki.server_cert}"',
@@ -306,7 +308,9 @@ class ConsulProcess(KvClient):
 
 
 @pytest.fixture(scope="session")
-def acl_consul(consul_binary: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsulProcess]:
+def acl_consul(
+    consul_binary: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ConsulProcess]:
     """A dev Consul with ACLs on (default deny) and a random management token."""
     server = ConsulProcess(
         consul_binary, tmp_path_factory.mktemp("consul-acl"), acl_token=str(uuid.uuid4())
@@ -428,7 +432,9 @@ class Watcher:
         try:
             return self.items.get(timeout=timeout)[1]
         except queue.Empty:
-            raise AssertionError(f"nothing delivered within {timeout} s (error={self.error!r})") from None
+            raise AssertionError(
+                f"nothing delivered within {timeout} s (error={self.error!r})"
+            ) from None
 
     def next_timed(self, timeout: float = 10.0) -> tuple[float, object]:
         return self.items.get(timeout=timeout)

@@ -38,8 +38,12 @@ def acl_setup(acl_consul, jwt_tools):
     })  # fmt: skip
     doc_key = f"{PREFIX}app/config.json"
     acl_consul.put(doc_key, '{"greeting": "hello"}')
-    return {"signing_key": key, "key": doc_key, "sign": jwt_tools.sign_jwt,
-            "keypair": jwt_tools.rsa_keypair}
+    return {
+        "signing_key": key,
+        "key": doc_key,
+        "sign": jwt_tools.sign_jwt,
+        "keypair": jwt_tools.rsa_keypair,
+    }
 
 
 def _jwt(setup, app: str = "reader", **claims: object) -> str:
@@ -148,7 +152,9 @@ def test_jwt_signed_by_an_untrusted_key_is_remote_naming_the_bearer(acl_consul, 
     # Consul 1.8 answers 500 (not 403) to a bearer the method cannot validate; the status
     # decides the kind, so this is remote, and the message points at the bearer.
     stranger, _ = acl_setup["keypair"]()
-    bearer = acl_setup["sign"](stranger, {"aud": "consul", "app": "reader", "exp": int(time.time()) + 60})
+    bearer = acl_setup["sign"](
+        stranger, {"aud": "consul", "app": "reader", "exp": int(time.time()) + 60}
+    )
     source = make_source(acl_consul.url, acl_setup["key"], auth="jwt", auth_mount="jwt-test",
                          token=bearer)  # fmt: skip
     with pytest.raises(RemoteError, match="validate the bearer"):

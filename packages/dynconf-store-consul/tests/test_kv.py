@@ -36,7 +36,7 @@ def test_format_follows_the_key_extension(plain_consul, make_source):
 
 def test_format_setting_names_the_format_of_a_key_without_extension(plain_consul, make_source):
     key = f"app/{uuid.uuid4().hex}/config"
-    plain_consul.put(key, 'port = 1\n')
+    plain_consul.put(key, "port = 1\n")
     answer = make_source(plain_consul.url, key, extra={"format": "toml"}).fetch()
     assert isinstance(answer, Fetched)
     assert answer.format == "toml"
@@ -66,7 +66,9 @@ def test_revision_moves_with_each_write(plain_consul, make_source):
 def test_own_datacenter_reads_and_unknown_datacenter_is_remote(plain_consul, make_source):
     key = _key()
     plain_consul.put(key, "{}")
-    assert isinstance(make_source(plain_consul.url, key, extra={"datacenter": "dc1"}).fetch(), Fetched)
+    assert isinstance(
+        make_source(plain_consul.url, key, extra={"datacenter": "dc1"}).fetch(), Fetched
+    )
     with pytest.raises(RemoteError) as caught:
         make_source(plain_consul.url, key, extra={"datacenter": "mars-1"}).fetch()
     assert "dc mars-1" in str(caught.value)

@@ -53,8 +53,10 @@ def test_discovery_finds_the_consul_store_without_importing_the_client():
         {"key": "myapp/config", "extra": {"format": "json"}},
         {"extra": {"datacenter": "dc-2", "wait": "5m"}},
         {"endpoint": "https://consul:8501", "tls": TlsSettings(ca_file="/ca.pem")},
-        {"endpoint": "https://consul:8501",
-         "tls": TlsSettings(cert_file="/c.pem", key_file="/k.pem", server_name="consul")},
+        {
+            "endpoint": "https://consul:8501",
+            "tls": TlsSettings(cert_file="/c.pem", key_file="/k.pem", server_name="consul"),
+        },
     ],
 )
 def test_valid_specs_pass(fields):
@@ -87,10 +89,14 @@ def test_valid_specs_pass(fields):
         ({"endpoint": "http://consul:8500/v1"}, "scheme://host:port"),
         ({"endpoint": "http://consul:port"}, "does not parse"),
         ({"tls": TlsSettings(ca_file="/ca.pem")}, "need an https:// consul endpoint"),
-        ({"endpoint": "https://c:8501", "tls": TlsSettings(cert_file="/c.pem")},
-         "--tls-cert needs --tls-key"),
-        ({"endpoint": "https://c:8501", "tls": TlsSettings(key_file="/k.pem")},
-         "--tls-key needs --tls-cert"),
+        (
+            {"endpoint": "https://c:8501", "tls": TlsSettings(cert_file="/c.pem")},
+            "--tls-cert needs --tls-key",
+        ),
+        (
+            {"endpoint": "https://c:8501", "tls": TlsSettings(key_file="/k.pem")},
+            "--tls-key needs --tls-cert",
+        ),
         ({"namespace": "ns"}, "--namespace is vault's"),
         ({"ref": "main"}, "--ref is git's"),
         ({"timeout": 0.0}, "positive number"),

@@ -57,7 +57,9 @@ def test_identical_rewrite_is_not_delivered(plain_consul, make_source, watcher):
     assert watch.next().text == '{"v": 3}'
 
 
-def test_deleted_key_is_delivered_once_as_absent_then_its_return(plain_consul, make_source, watcher):
+def test_deleted_key_is_delivered_once_as_absent_then_its_return(
+    plain_consul, make_source, watcher
+):
     key = _key()
     plain_consul.put(key, '{"v": 1}')
     watch = watcher(make_source(plain_consul.url, key, extra=FAST))

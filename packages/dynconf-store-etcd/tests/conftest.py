@@ -75,9 +75,7 @@ class PrivateEtcd:
                 "--client-cert-auth", "--trusted-ca-file", str(self.tls["ca"]),
                 "--cert-file", str(self.tls["cert"]), "--key-file", str(self.tls["key"]),
             ]  # fmt: skip
-        self.process = subprocess.Popen(
-            argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
+        self.process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             if self.ctl("endpoint", "health", check=False).returncode == 0:

@@ -140,9 +140,7 @@ def test_server_name_override_is_sent_and_verified(
 # -- username / password ----------------------------------------------------------------
 
 
-def test_username_and_password_read_and_watch(
-    etcd_auth_server: Any, kit: SimpleNamespace
-) -> None:
+def test_username_and_password_read_and_watch(etcd_auth_server: Any, kit: SimpleNamespace) -> None:
     key = unique()
     token = etcd_auth_server.authenticate()
     kit.put(etcd_auth_server.url, key, '{"user": 1}', token)
@@ -168,14 +166,17 @@ def test_wrong_password_is_auth_and_never_echoed(
     with pytest.raises(AuthError) as in_watch:
         next(iter(source.changes(1.0, lambda: False)))
     assert "store_watch_failed" in [getattr(r, "event", "") for r in caplog.records]
-    texts = [str(in_watch.value), str(caught.value), repr(caught.value), caplog.text, source.describe()]
+    texts = [
+        str(in_watch.value),
+        str(caught.value),
+        repr(caught.value),
+        caplog.text,
+        source.describe(),
+    ]
     assert all(planted not in text for text in texts)
 
 
-
-def test_user_without_read_permission_is_auth(
-    etcd_auth_server: Any, kit: SimpleNamespace
-) -> None:
+def test_user_without_read_permission_is_auth(etcd_auth_server: Any, kit: SimpleNamespace) -> None:
     name, password = f"reader-{uuid.uuid4().hex[:8]}", uuid.uuid4().hex
     kit.post(etcd_auth_server.url, "auth/user/add", {"name": name, "password": password},
              etcd_auth_server.authenticate())  # fmt: skip

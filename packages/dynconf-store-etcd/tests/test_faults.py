@@ -95,8 +95,11 @@ def nameless_client_certificate(ca_dir: Path, out: Path) -> tuple[Path, Path]:
 
 
 def test_client_certificate_and_username_password_together(
-    private_etcd: Callable[..., Any], kit: SimpleNamespace, etcd_tls_server: Any,
-    caplog: pytest.LogCaptureFixture, tmp_path: Path,
+    private_etcd: Callable[..., Any],
+    kit: SimpleNamespace,
+    etcd_tls_server: Any,
+    caplog: pytest.LogCaptureFixture,
+    tmp_path: Path,
 ) -> None:
     caplog.set_level(logging.DEBUG)
     ca_dir = etcd_tls_server.ca_cert.parent

@@ -79,8 +79,10 @@ def test_unchanged_ref_transfers_nothing(repo, make_source):
 
 
 def test_symlink_inside_the_tree_is_followed(repo, make_source):
-    repo.commit({"conf/real.yaml": "a: 1\n"}, links={"current.yaml": "conf/real.yaml",
-                                                      "conf/up.yaml": "../app.yaml"})
+    repo.commit(
+        {"conf/real.yaml": "a: 1\n"},
+        links={"current.yaml": "conf/real.yaml", "conf/up.yaml": "../app.yaml"},
+    )
     assert make_source(repo.http_url, "current.yaml").fetch().text == "a: 1\n"
     assert make_source(repo.http_url, "conf/up.yaml").fetch().text == "greeting: hello\n"
 
@@ -95,7 +97,10 @@ def test_symlink_pointing_outside_the_tree_is_refused(repo, make_source, pointee
 def test_symlinked_folder_pointing_outside_is_refused(repo, make_source):
     repo.commit({}, links={"etc": "/etc"})
     with pytest.raises(RemoteError, match="points outside the repository"):
-        make_source(repo.http_url, "etc/passwd.yaml", ).fetch()
+        make_source(
+            repo.http_url,
+            "etc/passwd.yaml",
+        ).fetch()
 
 
 def test_folder_key_oversized_and_non_utf8_files_are_refused(repo, make_source):

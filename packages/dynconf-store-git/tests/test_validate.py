@@ -14,7 +14,11 @@ from dynconf_store_git.plugin import GIT_STORE
 
 pytestmark = pytest.mark.git
 
-GOOD = {"source": "git", "endpoint": "https://github.com/acme/config.git", "key": "billing/prod.yaml"}
+GOOD = {
+    "source": "git",
+    "endpoint": "https://github.com/acme/config.git",
+    "key": "billing/prod.yaml",
+}
 SSH = "git@github.com:acme/config.git"
 
 
@@ -37,7 +41,9 @@ def test_discovery_finds_the_git_store_without_importing_gitpython():
         "store.build(StoreSpec(source='git', endpoint='https://h/r.git', key='a.json'))\n"
         "print('git' in sys.modules)\n"
     )
-    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    )
     assert result.stdout.strip() == "False"
 
 
@@ -45,7 +51,9 @@ def test_discovery_finds_the_git_store_without_importing_gitpython():
     "fields",
     [
         {},
-        {"ref": "main"}, {"ref": "branch:release/2024"}, {"ref": "tag:v1.4"},
+        {"ref": "main"},
+        {"ref": "branch:release/2024"},
+        {"ref": "tag:v1.4"},
         {"ref": "commit:" + "8f3a" * 10},
         {"auth": "anonymous"},
         {"token": "t"},
@@ -55,13 +63,22 @@ def test_discovery_finds_the_git_store_without_importing_gitpython():
         {"endpoint": SSH, "auth": "ssh-key", "ssh_key": "/k", "extra": {"known_hosts": "/kh"}},
         {"endpoint": "ssh://git@host:2222/acme/config.git", "auth": "ssh"},
         {"endpoint": "git://127.0.0.1:9418/config.git"},
-        {"endpoint": "/srv/git/config.git"}, {"endpoint": "file:///srv/git/config.git"},
+        {"endpoint": "/srv/git/config.git"},
+        {"endpoint": "file:///srv/git/config.git"},
         {"endpoint": "http://127.0.0.1:8080/config.git", "auth": "token", "token": "t"},
         {"tls": TlsSettings(ca_file="/ca.pem", cert_file="/c.pem", key_file="/k.pem")},
-        {"section": "db"}, {"section": "db.primary", "ref": "tag:v1.4"},
+        {"section": "db"},
+        {"section": "db.primary", "ref": "tag:v1.4"},
         {"auth": "token", "token": "t", "extra": {"use_proxy": "true"}},
-        {"key": "config", "extra": {"format": "toml", "cache_dir": "/var/cache/git",
-                                    "max_bytes": "65536", "cache_max_bytes": "1048576"}},
+        {
+            "key": "config",
+            "extra": {
+                "format": "toml",
+                "cache_dir": "/var/cache/git",
+                "max_bytes": "65536",
+                "cache_max_bytes": "1048576",
+            },
+        },
     ],
 )
 def test_valid_specs_pass(fields):

@@ -147,8 +147,9 @@ def test_acl_user_without_channel_permission_is_auth_naming_the_channel(
     redis_server: Any, kit: SimpleNamespace, acl_user: Any
 ) -> None:
     key = unique()
-    name, password = acl_user("~dynconf-test:*", "+get", "+config|get", "+subscribe",
-                              "resetchannels")
+    name, password = acl_user(
+        "~dynconf-test:*", "+get", "+config|get", "+subscribe", "resetchannels"
+    )
     source = kit.build(url_for(redis_server, userinfo=f"{name}:{password}@"), key)
     with pytest.raises(AuthError, match=f"&__keyspace@0__:{key}"):
         next(iter(source.changes(1.0, lambda: False)))

@@ -83,7 +83,10 @@ def test_url_parts_database_user_and_percent_encoded_password() -> None:
     assert "p@ss#" not in repr(address)
     lone, _ = parse_url("redis://reader@redis")
     assert lone is not None and (lone.username, lone.password, lone.port, lone.db) == (
-        "reader", None, 6379, 0,
+        "reader",
+        None,
+        6379,
+        0,
     )
 
 

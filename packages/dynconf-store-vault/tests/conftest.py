@@ -28,8 +28,9 @@ def spec_for(vault_server: Any) -> SpecFactory:
     """A StoreSpec against the dev server; keyword arguments override its fields."""
 
     def make(key: str, **fields: Any) -> StoreSpec:
-        fields.setdefault("token", None if fields.get("auth") not in (None, "token") else
-                          vault_server.token)
+        fields.setdefault(
+            "token", None if fields.get("auth") not in (None, "token") else vault_server.token
+        )
         return StoreSpec(source="vault", endpoint=vault_server.addr, key=key, **fields)
 
     return make

@@ -101,8 +101,15 @@ def test_approle_logs_in_with_role_id_and_secret_id(
     seed(vault_server, name)
     mount = enabled_auth("approle")
     role_id, secret_id = approle(vault_server, mount, [read_policy])
-    source = VAULT_STORE.build(spec_for(f"secret/{name}", auth="approle", auth_mount=mount,
-                                        auth_role=role_id, password=secret_id))
+    source = VAULT_STORE.build(
+        spec_for(
+            f"secret/{name}",
+            auth="approle",
+            auth_mount=mount,
+            auth_role=role_id,
+            password=secret_id,
+        )
+    )
     assert fetched_owner(source) == name
     assert source.keeper.logins == 1
 
@@ -112,8 +119,15 @@ def test_approle_wrong_secret_id_is_an_auth_error(
 ) -> None:
     mount = enabled_auth("approle")
     role_id, _ = approle(vault_server, mount, [read_policy])
-    source = VAULT_STORE.build(spec_for(f"secret/{name}", auth="approle", auth_mount=mount,
-                                        auth_role=role_id, password="not-the-secret-id"))
+    source = VAULT_STORE.build(
+        spec_for(
+            f"secret/{name}",
+            auth="approle",
+            auth_mount=mount,
+            auth_role=role_id,
+            password="not-the-secret-id",
+        )
+    )
     with pytest.raises(AuthError, match="refused the approle login"):
         source.fetch()
 
@@ -124,10 +138,18 @@ def test_non_renewable_token_near_expiry_is_replaced_by_a_fresh_login(
     seed(vault_server, name)
     mount = enabled_auth("approle")
     # batch tokens are never renewable; 30 s is inside the 60 s margin
-    role_id, secret_id = approle(vault_server, mount, [read_policy], token_ttl="30s",
-                                 token_type="batch")
-    source = VAULT_STORE.build(spec_for(f"secret/{name}", auth="approle", auth_mount=mount,
-                                        auth_role=role_id, password=secret_id))
+    role_id, secret_id = approle(
+        vault_server, mount, [read_policy], token_ttl="30s", token_type="batch"
+    )
+    source = VAULT_STORE.build(
+        spec_for(
+            f"secret/{name}",
+            auth="approle",
+            auth_mount=mount,
+            auth_role=role_id,
+            password=secret_id,
+        )
+    )
     fetched_owner(source)
     fetched_owner(source)
     assert source.keeper.logins == 2
@@ -139,10 +161,18 @@ def test_renewable_login_token_near_expiry_is_renewed_not_replaced(
 ) -> None:
     seed(vault_server, name)
     mount = enabled_auth("approle")
-    role_id, secret_id = approle(vault_server, mount, [read_policy], token_ttl="30s",
-                                 token_max_ttl="10m")
-    source = VAULT_STORE.build(spec_for(f"secret/{name}", auth="approle", auth_mount=mount,
-                                        auth_role=role_id, password=secret_id))
+    role_id, secret_id = approle(
+        vault_server, mount, [read_policy], token_ttl="30s", token_max_ttl="10m"
+    )
+    source = VAULT_STORE.build(
+        spec_for(
+            f"secret/{name}",
+            auth="approle",
+            auth_mount=mount,
+            auth_role=role_id,
+            password=secret_id,
+        )
+    )
     for _ in range(3):
         fetched_owner(source)
     assert source.keeper.logins == 1
@@ -155,8 +185,15 @@ def test_a_403_triggers_exactly_one_fresh_login_and_retry(
     seed(vault_server, name)
     mount = enabled_auth("approle")
     role_id, secret_id = approle(vault_server, mount, [read_policy])
-    source = VAULT_STORE.build(spec_for(f"secret/{name}", auth="approle", auth_mount=mount,
-                                        auth_role=role_id, password=secret_id))
+    source = VAULT_STORE.build(
+        spec_for(
+            f"secret/{name}",
+            auth="approle",
+            auth_mount=mount,
+            auth_role=role_id,
+            password=secret_id,
+        )
+    )
     fetched_owner(source)
     # Vault revokes every token this mount issued: the held token now answers 403
     vault_server.client.sys.revoke_prefix(f"auth/{mount}/login")
@@ -171,8 +208,15 @@ def test_a_second_403_after_a_fresh_login_is_reported_as_a_policy_problem(
     other = policy(f"other-{name}", 'path "secret/data/elsewhere" { capabilities = ["read"] }')
     mount = enabled_auth("approle")
     role_id, secret_id = approle(vault_server, mount, [other])
-    source = VAULT_STORE.build(spec_for(f"secret/{name}", auth="approle", auth_mount=mount,
-                                        auth_role=role_id, password=secret_id))
+    source = VAULT_STORE.build(
+        spec_for(
+            f"secret/{name}",
+            auth="approle",
+            auth_mount=mount,
+            auth_role=role_id,
+            password=secret_id,
+        )
+    )
     with pytest.raises(AuthError, match="policy problem"):
         source.fetch()
     assert source.keeper.login_attempts == 2
@@ -187,8 +231,15 @@ def test_userpass_logs_in_with_username_and_password(
     vault_server.client.auth.userpass.create_or_update_user(
         "svc-billing", "pw-" + name, policies=[read_policy], mount_point=mount
     )
-    source = VAULT_STORE.build(spec_for(f"secret/{name}", auth="userpass", auth_mount=mount,
-                                        auth_username="svc-billing", password="pw-" + name))
+    source = VAULT_STORE.build(
+        spec_for(
+            f"secret/{name}",
+            auth="userpass",
+            auth_mount=mount,
+            auth_username="svc-billing",
+            password="pw-" + name,
+        )
+    )
     assert fetched_owner(source) == name
 
 
@@ -199,8 +250,15 @@ def test_userpass_wrong_password_is_an_auth_error(
     vault_server.client.auth.userpass.create_or_update_user(
         "svc-billing", "right", policies=[read_policy], mount_point=mount
     )
-    source = VAULT_STORE.build(spec_for(f"secret/{name}", auth="userpass", auth_mount=mount,
-                                        auth_username="svc-billing", password="wrong"))
+    source = VAULT_STORE.build(
+        spec_for(
+            f"secret/{name}",
+            auth="userpass",
+            auth_mount=mount,
+            auth_username="svc-billing",
+            password="wrong",
+        )
+    )
     with pytest.raises(AuthError):
         source.fetch()
 
@@ -224,8 +282,15 @@ class LdapMount:
 
     def spec(self, **fields: Any) -> StoreSpec:
         fields.setdefault("password", self.password)
-        return StoreSpec(source="vault", endpoint=self.addr, key=self.key, auth="ldap",
-                         auth_mount=self.mount, auth_username=self.user, **fields)
+        return StoreSpec(
+            source="vault",
+            endpoint=self.addr,
+            key=self.key,
+            auth="ldap",
+            auth_mount=self.mount,
+            auth_username=self.user,
+            **fields,
+        )
 
     def agent(self, out: Path, password: str) -> subprocess.CompletedProcess[str]:
         """``dynamic-config-agent --source vault --auth ldap``, rendering once; password from env."""
@@ -233,10 +298,30 @@ class LdapMount:
         env.pop("DYNAMIC_CONFIG_AGENT_TOKEN", None)
         env.pop("DYNCONF_PLUGIN_LOCK", None)
         return subprocess.run(
-            [str(AGENT), "--source", "vault", "--endpoint", self.addr, "--key", self.key,
-             "--out", str(out), "--auth", "ldap", "--auth-mount", self.mount,
-             "--auth-username", self.user, "--timeout", "10"],
-            env=env, capture_output=True, text=True, timeout=60, check=False,
+            [
+                str(AGENT),
+                "--source",
+                "vault",
+                "--endpoint",
+                self.addr,
+                "--key",
+                self.key,
+                "--out",
+                str(out),
+                "--auth",
+                "ldap",
+                "--auth-mount",
+                self.mount,
+                "--auth-username",
+                self.user,
+                "--timeout",
+                "10",
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
         )
 
 
@@ -253,15 +338,25 @@ def ldap_mount(vault_hashicorp_server: Any, ldap_server: Any, name: str) -> Iter
     mount = f"ldap-{name}"
     client.sys.enable_auth_method("ldap", path=mount)
     client.write(
-        f"auth/{mount}/config", url=ldap_server.url, userdn=ldap_server.users_dn, userattr="uid",
-        binddn=ldap_server.bind_dn, bindpass=ldap_server.bind_password,
-        groupdn=ldap_server.groups_dn, groupattr="cn",
+        f"auth/{mount}/config",
+        url=ldap_server.url,
+        userdn=ldap_server.users_dn,
+        userattr="uid",
+        binddn=ldap_server.bind_dn,
+        bindpass=ldap_server.bind_password,
+        groupdn=ldap_server.groups_dn,
+        groupattr="cn",
         groupfilter="(&(objectClass=groupOfNames)(member={{.UserDN}}))",
     )
     client.write(f"auth/{mount}/groups/cfg-readers", policies=policy)
     try:
-        yield LdapMount(addr=vault_hashicorp_server.addr, mount=mount, key=f"secret/{name}",
-                        user=ldap_server.user, password=ldap_server.user_password)
+        yield LdapMount(
+            addr=vault_hashicorp_server.addr,
+            mount=mount,
+            key=f"secret/{name}",
+            user=ldap_server.user,
+            password=ldap_server.user_password,
+        )
     finally:
         client.sys.disable_auth_method(mount)
         client.secrets.kv.v2.delete_metadata_and_all_versions(name)
@@ -296,9 +391,15 @@ def test_ldap_wrong_password_is_an_auth_error_that_never_shows_it(
     with pytest.raises(AuthError, match="refused the ldap login") as refused:
         source.fetch()
     assert source.keeper.logins == 0
-    texts = [str(refused.value), repr(refused.value),
-             "".join(traceback.format_exception(refused.value)), repr(spec), source.describe(),
-             repr(source.keeper), caplog.text]
+    texts = [
+        str(refused.value),
+        repr(refused.value),
+        "".join(traceback.format_exception(refused.value)),
+        repr(spec),
+        source.describe(),
+        repr(source.keeper),
+        caplog.text,
+    ]
     result = ldap_mount.agent(tmp_path / "app.json", PLANTED_LDAP_PASSWORD)
     assert result.returncode != 0
     assert "ldap" in result.stdout + result.stderr
@@ -321,8 +422,15 @@ def test_ldap_login_speaks_the_ldap_wire_shape(
     vault_server.client.auth.userpass.create_or_update_user(
         "svc-billing", "pw-" + name, policies=[read_policy], mount_point=mount
     )
-    source = VAULT_STORE.build(spec_for(f"secret/{name}", auth="ldap", auth_mount=mount,
-                                        auth_username="svc-billing", password="pw-" + name))
+    source = VAULT_STORE.build(
+        spec_for(
+            f"secret/{name}",
+            auth="ldap",
+            auth_mount=mount,
+            auth_username="svc-billing",
+            password="pw-" + name,
+        )
+    )
     assert fetched_owner(source) == name
 
 
@@ -334,17 +442,30 @@ def jwt_mount(
     key, public = make_signing_key(tmp_path)
     mount = enabled_auth("jwt")
     client = vault_server.client
-    client.write(f"auth/{mount}/config", jwt_validation_pubkeys=[public],
-                 bound_issuer="https://issuer.test")
-    client.write(f"auth/{mount}/role/myapp", role_type="jwt", user_claim="sub",
-                 bound_audiences=["dynconf"], token_policies=[read_policy], token_ttl="1h")
+    client.write(
+        f"auth/{mount}/config", jwt_validation_pubkeys=[public], bound_issuer="https://issuer.test"
+    )
+    client.write(
+        f"auth/{mount}/role/myapp",
+        role_type="jwt",
+        user_claim="sub",
+        bound_audiences=["dynconf"],
+        token_policies=[read_policy],
+        token_ttl="1h",
+    )
     return mount, key
 
 
 def claims(sub: str = "billing", aud: str = "dynconf") -> dict[str, Any]:
     now = int(time.time())
-    return {"iss": "https://issuer.test", "sub": sub, "aud": aud, "iat": now, "nbf": now - 5,
-            "exp": now + 600}
+    return {
+        "iss": "https://issuer.test",
+        "sub": sub,
+        "aud": aud,
+        "iat": now,
+        "nbf": now - 5,
+        "exp": now + 600,
+    }
 
 
 def test_jwt_from_the_token_slot_with_a_role(
@@ -352,8 +473,15 @@ def test_jwt_from_the_token_slot_with_a_role(
 ) -> None:
     seed(vault_server, name)
     mount, key = jwt_mount
-    source = VAULT_STORE.build(spec_for(f"secret/{name}", auth="jwt", auth_mount=mount,
-                                        auth_role="myapp", token=sign_jwt(key, claims())))
+    source = VAULT_STORE.build(
+        spec_for(
+            f"secret/{name}",
+            auth="jwt",
+            auth_mount=mount,
+            auth_role="myapp",
+            token=sign_jwt(key, claims()),
+        )
+    )
     assert fetched_owner(source) == name
 
 
@@ -362,25 +490,40 @@ def test_jwt_without_role_uses_the_mounts_default_role(
 ) -> None:
     seed(vault_server, name)
     mount, key = jwt_mount
-    vault_server.client.write(f"auth/{mount}/config", default_role="myapp",
-                              jwt_validation_pubkeys=[vault_server.client.read(
-                                  f"auth/{mount}/config")["data"]["jwt_validation_pubkeys"][0]],
-                              bound_issuer="https://issuer.test")
-    source = VAULT_STORE.build(spec_for(f"secret/{name}", auth="jwt", auth_mount=mount,
-                                        token=sign_jwt(key, claims())))
+    vault_server.client.write(
+        f"auth/{mount}/config",
+        default_role="myapp",
+        jwt_validation_pubkeys=[
+            vault_server.client.read(f"auth/{mount}/config")["data"]["jwt_validation_pubkeys"][0]
+        ],
+        bound_issuer="https://issuer.test",
+    )
+    source = VAULT_STORE.build(
+        spec_for(f"secret/{name}", auth="jwt", auth_mount=mount, token=sign_jwt(key, claims()))
+    )
     assert fetched_owner(source) == name
 
 
 def test_jwt_file_is_re_read_at_every_login(
-    vault_server: Any, spec_for: SpecFactory, jwt_mount: tuple[str, Path], name: str,
+    vault_server: Any,
+    spec_for: SpecFactory,
+    jwt_mount: tuple[str, Path],
+    name: str,
     tmp_path: Path,
 ) -> None:
     seed(vault_server, name)
     mount, key = jwt_mount
     jwt_file = tmp_path / "jwt"
     jwt_file.write_text(sign_jwt(key, claims()) + "\n")
-    source = VAULT_STORE.build(spec_for(f"secret/{name}", auth="jwt", auth_mount=mount,
-                                        auth_role="myapp", auth_token_path=str(jwt_file)))
+    source = VAULT_STORE.build(
+        spec_for(
+            f"secret/{name}",
+            auth="jwt",
+            auth_mount=mount,
+            auth_role="myapp",
+            auth_token_path=str(jwt_file),
+        )
+    )
     assert fetched_owner(source) == name
     # the issuer rewrites the file with a JWT for another audience; the next login reads it
     jwt_file.write_text(sign_jwt(key, claims(aud="someone-else")))
@@ -394,8 +537,14 @@ def test_jwt_with_a_wrong_audience_is_an_auth_error(
     vault_server: Any, spec_for: SpecFactory, jwt_mount: tuple[str, Path], name: str
 ) -> None:
     mount, key = jwt_mount
-    source = VAULT_STORE.build(spec_for(f"secret/{name}", auth="jwt", auth_mount=mount,
-                                        auth_role="myapp",
-                                        token=sign_jwt(key, claims(aud="other"))))
+    source = VAULT_STORE.build(
+        spec_for(
+            f"secret/{name}",
+            auth="jwt",
+            auth_mount=mount,
+            auth_role="myapp",
+            token=sign_jwt(key, claims(aud="other")),
+        )
+    )
     with pytest.raises(AuthError):
         source.fetch()

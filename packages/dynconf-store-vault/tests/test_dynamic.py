@@ -30,15 +30,23 @@ def database(vault_server: Any, postgres_server: Any) -> Database:
         client = vault_server.client
         client.sys.enable_secrets_engine("database", path=mount)
         client.write(
-            f"{mount}/config/pg", plugin_name="postgresql-database-plugin",
-            connection_url=(f"postgresql://{{{{username}}}}:{{{{password}}}}@"
-                            f"{postgres_server.host}:{postgres_server.port}/"
-                            f"{postgres_server.dbname}?sslmode=disable"),
-            username=postgres_server.user, password=postgres_server.password,
-            allowed_roles=["app"], verify_connection=True,
+            f"{mount}/config/pg",
+            plugin_name="postgresql-database-plugin",
+            connection_url=(
+                f"postgresql://{{{{username}}}}:{{{{password}}}}@"
+                f"{postgres_server.host}:{postgres_server.port}/"
+                f"{postgres_server.dbname}?sslmode=disable"
+            ),
+            username=postgres_server.user,
+            password=postgres_server.password,
+            allowed_roles=["app"],
+            verify_connection=True,
         )
         client.write(
-            f"{mount}/roles/app", db_name="pg", default_ttl=default_ttl, max_ttl=max_ttl,
+            f"{mount}/roles/app",
+            db_name="pg",
+            default_ttl=default_ttl,
+            max_ttl=max_ttl,
             creation_statements=[
                 "CREATE ROLE \"{{name}}\" WITH LOGIN PASSWORD '{{password}}' "
                 "VALID UNTIL '{{expiration}}';"
@@ -53,9 +61,14 @@ def can_log_in(postgres_server: Any, document: dict[str, Any]) -> bool:
     import psycopg
 
     try:
-        with psycopg.connect(host=postgres_server.host, port=postgres_server.port,
-                             user=document["username"], password=document["password"],
-                             dbname=postgres_server.dbname, connect_timeout=5):
+        with psycopg.connect(
+            host=postgres_server.host,
+            port=postgres_server.port,
+            user=document["username"],
+            password=document["password"],
+            dbname=postgres_server.dbname,
+            connect_timeout=5,
+        ):
             return True
     except psycopg.OperationalError:
         return False
@@ -134,10 +147,14 @@ def pki(vault_server: Any) -> Callable[..., str]:
         mount = f"pki-{uuid.uuid4().hex[:8]}"
         client = vault_server.client
         client.sys.enable_secrets_engine("pki", path=mount, config={"max_lease_ttl": "24h"})
-        client.write(f"{mount}/root/generate/internal", common_name="dynconf test root",
-                     ttl="24h")
-        client.write(f"{mount}/roles/web", allowed_domains=["example.test"],
-                     allow_subdomains=True, max_ttl="1h", generate_lease=generate_lease)
+        client.write(f"{mount}/root/generate/internal", common_name="dynconf test root", ttl="24h")
+        client.write(
+            f"{mount}/roles/web",
+            allowed_domains=["example.test"],
+            allow_subdomains=True,
+            max_ttl="1h",
+            generate_lease=generate_lease,
+        )
         return mount
 
     return make
@@ -147,8 +164,9 @@ def test_pki_certificate_lease_is_not_renewable_and_ends_by_not_after(
     spec_for: SpecFactory, pki: Callable[..., str]
 ) -> None:
     mount = pki()
-    source = VAULT_STORE.build(spec_for(
-        f"{mount}/issue/web?common_name=app.example.test&ttl=60s", dynamic=True))
+    source = VAULT_STORE.build(
+        spec_for(f"{mount}/issue/web?common_name=app.example.test&ttl=60s", dynamic=True)
+    )
     answer = source.fetch()
     assert isinstance(answer, Fetched) and answer.lease is not None
     document = json.loads(answer.text)
@@ -164,8 +182,9 @@ def test_pki_certificate_without_a_lease_lives_until_its_expiration(
     spec_for: SpecFactory, pki: Callable[..., str]
 ) -> None:
     mount = pki(generate_lease=False)
-    source = VAULT_STORE.build(spec_for(
-        f"{mount}/issue/web?common_name=app.example.test&ttl=120s", dynamic=True))
+    source = VAULT_STORE.build(
+        spec_for(f"{mount}/issue/web?common_name=app.example.test&ttl=120s", dynamic=True)
+    )
     answer = source.fetch()
     assert isinstance(answer, Fetched) and answer.lease is not None
     assert answer.lease.lease_id == ""
@@ -176,8 +195,9 @@ def test_pki_certificate_is_reissued_at_90_percent_and_never_renewed(
     spec_for: SpecFactory, pki: Callable[..., str]
 ) -> None:
     mount = pki()
-    source = VAULT_STORE.build(spec_for(
-        f"{mount}/issue/web?common_name=app.example.test&ttl=3s", dynamic=True))
+    source = VAULT_STORE.build(
+        spec_for(f"{mount}/issue/web?common_name=app.example.test&ttl=3s", dynamic=True)
+    )
     first = source.fetch()
     assert isinstance(first, Fetched)
     started = time.monotonic()

@@ -45,8 +45,15 @@ def test_credentials_revoked_mid_run_end_the_watch_after_exactly_one_relogin(
     vault_server.client.secrets.kv.v2.create_or_update_secret(name, secret={"v": 1})
     mount = enabled_auth("approle")
     role_id, secret_id = approle(vault_server, mount, [read_policy])
-    source = VAULT_STORE.build(spec_for(f"secret/{name}", auth="approle", auth_mount=mount,
-                                        auth_role=role_id, password=secret_id))
+    source = VAULT_STORE.build(
+        spec_for(
+            f"secret/{name}",
+            auth="approle",
+            auth_mount=mount,
+            auth_role=role_id,
+            password=secret_id,
+        )
+    )
     with Watcher(source, interval=0.2) as watch:
         assert watch.quiet(0.6)
         # the operator revokes the secret id and every token it produced

@@ -21,7 +21,11 @@ PLANTED_PASSWORD = "password-planted-51be2d"
 
 
 def test_secrets_never_reach_logs_or_errors(
-    vault_server: Any, spec_for: SpecFactory, policy: Any, enabled_auth: Any, name: str,
+    vault_server: Any,
+    spec_for: SpecFactory,
+    policy: Any,
+    enabled_auth: Any,
+    name: str,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.DEBUG)
@@ -39,16 +43,31 @@ def test_secrets_never_reach_logs_or_errors(
     root = vault_server.token
     specs = [
         # refused login, with the planted string as the secret id
-        spec_for(f"secret/{name}", auth="approle", auth_mount=mount, auth_role=role_id,
-                 password=PLANTED_PASSWORD),
+        spec_for(
+            f"secret/{name}",
+            auth="approle",
+            auth_mount=mount,
+            auth_role=role_id,
+            password=PLANTED_PASSWORD,
+        ),
         # a real login, then the policy refuses the read twice
-        spec_for(f"secret/{name}", auth="approle", auth_mount=mount, auth_role=role_id,
-                 password=secret_id),
+        spec_for(
+            f"secret/{name}",
+            auth="approle",
+            auth_mount=mount,
+            auth_role=role_id,
+            password=secret_id,
+        ),
         # userpass with the planted password on a mount that does not exist
         spec_for(f"secret/{name}", auth="userpass", auth_username="u", password=PLANTED_PASSWORD),
         # unreachable server carrying the root token
-        StoreSpec(source="vault", endpoint="http://127.0.0.1:9", key=f"secret/{name}",
-                  token=root, timeout=1.0),
+        StoreSpec(
+            source="vault",
+            endpoint="http://127.0.0.1:9",
+            key=f"secret/{name}",
+            token=root,
+            timeout=1.0,
+        ),
     ]
     for spec in specs:
         source = VAULT_STORE.build(spec)
@@ -60,8 +79,15 @@ def test_secrets_never_reach_logs_or_errors(
         else:
             pytest.fail("every spec above must fail")
     # a watch that reports failures while the server is unreachable
-    watched = VAULT_STORE.build(StoreSpec(source="vault", endpoint="http://127.0.0.1:9",
-                                          key=f"secret/{name}", token=root, timeout=0.5))
+    watched = VAULT_STORE.build(
+        StoreSpec(
+            source="vault",
+            endpoint="http://127.0.0.1:9",
+            key=f"secret/{name}",
+            token=root,
+            timeout=0.5,
+        )
+    )
     watched.on_failure = capture
     with Watcher(watched, interval=0.1) as watch:
         watch.quiet(1.0)

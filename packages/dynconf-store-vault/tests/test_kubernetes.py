@@ -26,10 +26,14 @@ def reviewer_token(kube_control_plane: Any, kube_client: Any, mint_sa_token: Any
     token = mint_sa_token("vault-auth", "vault-reviewer")
     binding = client.V1ClusterRoleBinding(
         metadata=client.V1ObjectMeta(name="dynconf-vault-reviewer"),
-        role_ref=client.V1RoleRef(api_group="rbac.authorization.k8s.io", kind="ClusterRole",
-                                  name="system:auth-delegator"),
-        subjects=[client.RbacV1Subject(kind="ServiceAccount", name="vault-reviewer",
-                                       namespace="vault-auth")],
+        role_ref=client.V1RoleRef(
+            api_group="rbac.authorization.k8s.io", kind="ClusterRole", name="system:auth-delegator"
+        ),
+        subjects=[
+            client.RbacV1Subject(
+                kind="ServiceAccount", name="vault-reviewer", namespace="vault-auth"
+            )
+        ],
     )
     try:
         client.RbacAuthorizationV1Api(kube_client).create_cluster_role_binding(binding)
@@ -41,44 +45,74 @@ def reviewer_token(kube_control_plane: Any, kube_client: Any, mint_sa_token: Any
 
 @pytest.fixture
 def kubernetes_mount(
-    vault_server: Any, kube_control_plane: Any, reviewer_token: str, enabled_auth: Any,
+    vault_server: Any,
+    kube_control_plane: Any,
+    reviewer_token: str,
+    enabled_auth: Any,
     read_policy: str,
 ) -> str:
     mount = enabled_auth("kubernetes")
     client = vault_server.client
-    client.write(f"auth/{mount}/config", kubernetes_host=kube_control_plane.server,
-                 kubernetes_ca_cert=Path(kube_control_plane.ca).read_text(),
-                 token_reviewer_jwt=reviewer_token)
-    client.write(f"auth/{mount}/role/myapp", bound_service_account_names=["billing"],
-                 bound_service_account_namespaces=["shop"], token_policies=[read_policy],
-                 token_ttl="1h")
+    client.write(
+        f"auth/{mount}/config",
+        kubernetes_host=kube_control_plane.server,
+        kubernetes_ca_cert=Path(kube_control_plane.ca).read_text(),
+        token_reviewer_jwt=reviewer_token,
+    )
+    client.write(
+        f"auth/{mount}/role/myapp",
+        bound_service_account_names=["billing"],
+        bound_service_account_namespaces=["shop"],
+        token_policies=[read_policy],
+        token_ttl="1h",
+    )
     return mount
 
 
 def test_kubernetes_login_with_the_pods_service_account_token(
-    vault_server: Any, spec_for: SpecFactory, kubernetes_mount: str, mint_sa_token: Any,
-    name: str, tmp_path: Path,
+    vault_server: Any,
+    spec_for: SpecFactory,
+    kubernetes_mount: str,
+    mint_sa_token: Any,
+    name: str,
+    tmp_path: Path,
 ) -> None:
     vault_server.client.secrets.kv.v2.create_or_update_secret(name, secret={"owner": name})
     token_file = tmp_path / "token"
     token_file.write_text(mint_sa_token("shop", "billing"))
-    source = VAULT_STORE.build(spec_for(f"secret/{name}", auth="kubernetes",
-                                        auth_mount=kubernetes_mount, auth_role="myapp",
-                                        auth_token_path=str(token_file)))
+    source = VAULT_STORE.build(
+        spec_for(
+            f"secret/{name}",
+            auth="kubernetes",
+            auth_mount=kubernetes_mount,
+            auth_role="myapp",
+            auth_token_path=str(token_file),
+        )
+    )
     answer = source.fetch()
     assert isinstance(answer, Fetched) and json.loads(answer.text) == {"owner": name}
 
 
 def test_service_account_token_is_re_read_at_every_login(
-    vault_server: Any, spec_for: SpecFactory, kubernetes_mount: str, mint_sa_token: Any,
-    name: str, tmp_path: Path,
+    vault_server: Any,
+    spec_for: SpecFactory,
+    kubernetes_mount: str,
+    mint_sa_token: Any,
+    name: str,
+    tmp_path: Path,
 ) -> None:
     vault_server.client.secrets.kv.v2.create_or_update_secret(name, secret={"owner": name})
     token_file = tmp_path / "token"
     token_file.write_text(mint_sa_token("shop", "billing"))
-    source = VAULT_STORE.build(spec_for(f"secret/{name}", auth="kubernetes",
-                                        auth_mount=kubernetes_mount, auth_role="myapp",
-                                        auth_token_path=str(token_file)))
+    source = VAULT_STORE.build(
+        spec_for(
+            f"secret/{name}",
+            auth="kubernetes",
+            auth_mount=kubernetes_mount,
+            auth_role="myapp",
+            auth_token_path=str(token_file),
+        )
+    )
     assert isinstance(source.fetch(), Fetched)
     # the kubelet rotates the projected file; here it now holds an unbound account's token
     token_file.write_text(mint_sa_token("shop", f"other-{uuid.uuid4().hex[:6]}"))

@@ -16,9 +16,7 @@ pytestmark = pytest.mark.vault
 
 
 def put(vault_server: Any, path: str, data: dict[str, Any], mount: str = "secret") -> None:
-    vault_server.client.secrets.kv.v2.create_or_update_secret(
-        path, secret=data, mount_point=mount
-    )
+    vault_server.client.secrets.kv.v2.create_or_update_secret(path, secret=data, mount_point=mount)
 
 
 def test_fetch_returns_the_secret_fields_as_json_with_the_version(
@@ -30,8 +28,7 @@ def test_fetch_returns_the_secret_fields_as_json_with_the_version(
     answer = source.fetch()
     assert isinstance(answer, Fetched)
     assert answer.format == "json"
-    assert json.loads(answer.text) == {"db": {"host": "db2.internal", "port": 5432},
-                                       "debug": False}
+    assert json.loads(answer.text) == {"db": {"host": "db2.internal", "port": 5432}, "debug": False}
     assert answer.revision == "2" and answer.numeric_revision == 2
     assert source.capability is WatchCapability.CONDITIONAL
 
@@ -81,7 +78,8 @@ def test_enterprise_namespace_header_reaches_the_namespace(
     # OpenBao implements namespaces; the same path outside the namespace does not exist.
     vault_server.client.adapter.post(f"/v1/sys/namespaces/{name}")
     vault_server.client.adapter.post(
-        "/v1/sys/mounts/kv", json={"type": "kv", "options": {"version": "2"}},
+        "/v1/sys/mounts/kv",
+        json={"type": "kv", "options": {"version": "2"}},
         headers={"X-Vault-Namespace": name},
     )
     vault_server.client.adapter.post(
@@ -106,8 +104,9 @@ def test_unreachable_server_is_a_prompt_remote_error(name: str) -> None:
 
     from dynconf.stores import StoreSpec
 
-    spec = StoreSpec(source="vault", endpoint="http://127.0.0.1:9", key=f"secret/{name}",
-                     token="t", timeout=2.0)
+    spec = StoreSpec(
+        source="vault", endpoint="http://127.0.0.1:9", key=f"secret/{name}", token="t", timeout=2.0
+    )
     started = time.monotonic()
     with pytest.raises(RemoteError, match="could not be reached"):
         VAULT_STORE.build(spec).fetch()

@@ -20,8 +20,11 @@ pytestmark = pytest.mark.vault
 def cert_role(tls_bao: TlsBao) -> str:
     """Cert auth at ``cert/`` trusting the client CA for CN billing.default, and a secret."""
     tls_bao.call("POST", "sys/auth/cert", {"type": "cert"})
-    tls_bao.call("PUT", "sys/policies/acl/cert-read",
-                 {"policy": 'path "secret/data/tls-app" { capabilities = ["read"] }'})
+    tls_bao.call(
+        "PUT",
+        "sys/policies/acl/cert-read",
+        {"policy": 'path "secret/data/tls-app" { capabilities = ["read"] }'},
+    )
     tls_bao.call("POST", "auth/cert/certs/myapp", {
         "certificate": tls_bao.pki.client_ca.read_text(),
         "allowed_common_names": ["billing.default"],
@@ -71,8 +74,9 @@ def test_skip_verify_is_honoured(tls_bao: TlsBao, cert_role: str) -> None:
 
 def client_tls(tls_bao: TlsBao, *, stranger: bool = False) -> TlsSettings:
     pki = tls_bao.pki
-    cert, key = (pki.stranger_cert, pki.stranger_key) if stranger else (pki.client_cert,
-                                                                        pki.client_key)
+    cert, key = (
+        (pki.stranger_cert, pki.stranger_key) if stranger else (pki.client_cert, pki.client_key)
+    )
     return TlsSettings(ca_file=str(pki.ca), cert_file=str(cert), key_file=str(key))
 
 

@@ -29,8 +29,12 @@ def refusals(**fields: Any) -> list[str]:
     [
         {"token": "t"},
         {"auth": "kubernetes", "auth_role": "myapp"},
-        {"auth": "kubernetes", "auth_role": "myapp", "auth_mount": "k8s-eu",
-         "auth_token_path": "/var/run/secrets/tokens/vault"},
+        {
+            "auth": "kubernetes",
+            "auth_role": "myapp",
+            "auth_mount": "k8s-eu",
+            "auth_token_path": "/var/run/secrets/tokens/vault",
+        },
         {"auth": "approle", "auth_role": "rid", "password": "sid"},
         {"auth": "jwt", "token": "a.b.c"},
         {"auth": "jwt", "auth_token_path": "/jwt", "auth_role": "r", "auth_mount": "jwt-ci"},
@@ -59,10 +63,14 @@ def test_valid_combinations_are_accepted(fields: dict[str, Any]) -> None:
         ({"auth": "cert"}, "needs --tls-cert and --tls-key"),
         ({"auth": "github", "token": "t"}, "use one of"),
         ({"token": "t", "auth_mount": "x"}, "--auth-mount means nothing to vault auth token"),
-        ({"auth": "kubernetes", "auth_role": "r", "auth_username": "u"},
-         "--auth-username means nothing to vault auth kubernetes"),
-        ({"auth": "userpass", "auth_username": "u", "password": "p", "auth_token_path": "/t"},
-         "--auth-token-path means nothing"),
+        (
+            {"auth": "kubernetes", "auth_role": "r", "auth_username": "u"},
+            "--auth-username means nothing to vault auth kubernetes",
+        ),
+        (
+            {"auth": "userpass", "auth_username": "u", "password": "p", "auth_token_path": "/t"},
+            "--auth-token-path means nothing",
+        ),
         ({"token": "t", "key": "myapp"}, "must be <mount>/<path>"),
         ({"token": "t", "key": "secret/"}, "must be <mount>/<path>"),
         ({"token": "t", "key": "secret/a,secret/b"}, "one path per source"),
@@ -72,10 +80,18 @@ def test_valid_combinations_are_accepted(fields: dict[str, Any]) -> None:
         ({"token": "t", "endpoint": "vault:8200"}, "http:// or https://"),
         ({"token": "t", "endpoint": "https://user:pw@vault:8200"}, "carries credentials"),
         ({"token": "t", "endpoint": "https://vault:port"}, "port is not a number"),
-        ({"token": "t", "endpoint": "http://vault:8200", "tls": TlsSettings(ca_file="/ca")},
-         "--ca cannot apply to a plain http://"),
-        ({"auth": "cert", "endpoint": "http://vault:8200",
-          "tls": TlsSettings(cert_file="/c", key_file="/k")}, "needs an https:// endpoint"),
+        (
+            {"token": "t", "endpoint": "http://vault:8200", "tls": TlsSettings(ca_file="/ca")},
+            "--ca cannot apply to a plain http://",
+        ),
+        (
+            {
+                "auth": "cert",
+                "endpoint": "http://vault:8200",
+                "tls": TlsSettings(cert_file="/c", key_file="/k"),
+            },
+            "needs an https:// endpoint",
+        ),
         ({"token": "t", "tls": TlsSettings(cert_file="/c")}, "--tls-cert needs --tls-key"),
         ({"token": "t", "tls": TlsSettings(key_file="/k")}, "--tls-key needs --tls-cert"),
         ({"token": "t", "ref": "main"}, "--ref is git's"),
@@ -90,8 +106,9 @@ def test_each_wrong_combination_is_refused_with_its_fix(
 
 
 def test_every_refusal_is_returned_at_once() -> None:
-    found = refusals(auth="approle", key="nomount", endpoint="http://v:1",
-                     tls=TlsSettings(cert_file="/c"))
+    found = refusals(
+        auth="approle", key="nomount", endpoint="http://v:1", tls=TlsSettings(cert_file="/c")
+    )
     assert len(found) >= 4
 
 
@@ -104,8 +121,13 @@ def test_build_refuses_what_validate_refuses() -> None:
 
 def test_describe_names_store_address_and_key_but_no_credential() -> None:
     text = VAULT_STORE.describe(
-        spec(auth="approle", auth_role="rid", password="hunter2-secret-id",
-             token="s.tokenvalue", namespace="team")
+        spec(
+            auth="approle",
+            auth_role="rid",
+            password="hunter2-secret-id",
+            token="s.tokenvalue",
+            namespace="team",
+        )
     )
     assert text == f"vault {ADDR} secret/myapp namespace team"
     assert "hunter2" not in text and "tokenvalue" not in text

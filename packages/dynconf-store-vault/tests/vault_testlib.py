@@ -67,8 +67,12 @@ def make_pki(directory: Path) -> Pki:
         _openssl("req", "-x509", *ec, "-keyout", str(paths[f"{ca}_key"]), "-out",
                  str(paths[ca]), "-days", "2", "-subj", f"/CN=dynconf vault test {ca}")  # fmt: skip
     for name, ca, cn, ext_text in (
-        ("server", "ca", "vault.test",
-         "subjectAltName=DNS:localhost,DNS:vault.test,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n"),
+        (
+            "server",
+            "ca",
+            "vault.test",
+            "subjectAltName=DNS:localhost,DNS:vault.test,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n",
+        ),
         ("client", "client_ca", "billing.default", "extendedKeyUsage=clientAuth\n"),
         ("stranger", "other_ca", "billing.default", "extendedKeyUsage=clientAuth\n"),
     ):
@@ -136,7 +140,7 @@ class TlsBao:
             (self.directory / "data").mkdir(exist_ok=True)
             (self.directory / "bao.hcl").write_text(
                 f'storage "raft" {{\n  path = "{self.directory / "data"}"\n  node_id = "t"\n}}\n'
-                "listener \"tcp\" {\n"
+                'listener "tcp" {\n'
                 f'  address = "127.0.0.1:{self.port}"\n'
                 f'  cluster_address = "127.0.0.1:{self.port + 1}"\n'
                 f'  tls_cert_file = "{self.pki.server_cert}"\n'
@@ -188,9 +192,7 @@ class TlsBao:
         data = json.dumps(body).encode() if body is not None else None
         deadline = time.monotonic() + 10
         while True:
-            request = urllib.request.Request(
-                f"{self.address}/v1/{path}", data=data, method=method
-            )
+            request = urllib.request.Request(f"{self.address}/v1/{path}", data=data, method=method)
             if self.root_token:
                 request.add_header("X-Vault-Token", self.root_token)
             try:
@@ -199,7 +201,9 @@ class TlsBao:
                 return json.loads(raw) if raw else None
             except urllib.error.HTTPError as err:
                 if err.code not in (400, 500, 503) or time.monotonic() > deadline:
-                    raise RuntimeError(f"{method} {path}: {err.code} {err.read()[:300]!r}") from None
+                    raise RuntimeError(
+                        f"{method} {path}: {err.code} {err.read()[:300]!r}"
+                    ) from None
                 time.sleep(0.2)
 
     def _wait(self, ok: Any, timeout: float = 30.0) -> None:
@@ -221,7 +225,9 @@ class TlsBao:
             if ok(status):
                 return
             time.sleep(0.05)
-        raise RuntimeError("bao did not become ready:\n" + (self.directory / "bao.log").read_text()[-3000:])
+        raise RuntimeError(
+            "bao did not become ready:\n" + (self.directory / "bao.log").read_text()[-3000:]
+        )
 
 
 # ---------------------------------------------------------------------------- JWTs
@@ -248,7 +254,9 @@ def sign_jwt(key: Path, claims: dict[str, Any]) -> str:
     signing_input = f"{header}.{payload}".encode()
     signature = subprocess.run(
         ["openssl", "dgst", "-sha256", "-sign", str(key)],
-        input=signing_input, check=True, capture_output=True,
+        input=signing_input,
+        check=True,
+        capture_output=True,
     ).stdout
     return f"{header}.{payload}.{_b64url(signature)}"
 

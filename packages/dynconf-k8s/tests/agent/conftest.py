@@ -89,7 +89,9 @@ class AgentProcess:
         )
         del found
         hits = self.events(name)
-        assert len(hits) >= count, f"agent exited ({self.proc.returncode}) before {name}: {self.raw}"
+        assert len(hits) >= count, (
+            f"agent exited ({self.proc.returncode}) before {name}: {self.raw}"
+        )
         return hits[count - 1]
 
     def wait_port(self) -> int:

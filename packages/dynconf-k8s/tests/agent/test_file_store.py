@@ -35,23 +35,51 @@ def world(tmp_path: Path) -> dict[str, Path]:
     return {"doc": doc, "out": out, "tmp": tmp_path}
 
 
-def sidecar(start: Start, world: dict[str, Path], *extra: str, out: str = "app.json",
-            env: dict[str, str] | None = None) -> AgentProcess:
-    return start("--source", "file", "--key", str(world["doc"]), "--out", str(world["out"] / out),
-                 "--watch", "1", "--metrics-addr", "127.0.0.1:0", *extra, env=env)
+def sidecar(
+    start: Start,
+    world: dict[str, Path],
+    *extra: str,
+    out: str = "app.json",
+    env: dict[str, str] | None = None,
+) -> AgentProcess:
+    return start(
+        "--source",
+        "file",
+        "--key",
+        str(world["doc"]),
+        "--out",
+        str(world["out"] / out),
+        "--watch",
+        "1",
+        "--metrics-addr",
+        "127.0.0.1:0",
+        *extra,
+        env=env,
+    )
 
 
 def test_one_shot_renders_once_and_exits_zero(agent: Start, world: dict[str, Path]) -> None:
-    process = agent("--source", "file", "--key", str(world["doc"]), "--out",
-                    str(world["out"] / "app.properties"))
+    process = agent(
+        "--source",
+        "file",
+        "--key",
+        str(world["doc"]),
+        "--out",
+        str(world["out"] / "app.properties"),
+    )
     assert process.wait_exit() == 0
-    assert read(world["out"] / "app.properties") == "db.host = db-1\ndb.port = 5432\nflags.beta = true\n"
+    assert (
+        read(world["out"] / "app.properties")
+        == "db.host = db-1\ndb.port = 5432\nflags.beta = true\n"
+    )
     assert process.events("agent starting") and process.events("rendered")
 
 
 def test_one_shot_fails_when_the_document_is_absent(agent: Start, world: dict[str, Path]) -> None:
     world["doc"].unlink()
-    process = agent("--source", "file", "--key", str(world["doc"]), "--out", str(world["out"] / "a.json"))
+    process = agent(
+        "--source", "file", "--key", str(world["doc"]), "--out", str(world["out"] / "a.json")
+    )
     assert process.wait_exit() == 1
     failed = process.events("agent_failed")
     assert len(failed) == 1 and "not in the store" in failed[0]["reason"]
@@ -73,14 +101,16 @@ def test_sidecar_rerenders_on_change_and_reports_27_series_in_order(
     names = [f.name for f in text_string_to_metric_families(text)]
     expected = [f"dynamic_config_agent_{n.removesuffix('_total')}" for n, _, _ in SERIES]
     assert names[:27] == expected
-    assert names[27:] == ["dynamic_config_agent_reconcile_duration_seconds",
-                          "dynamic_config_agent_reconcile_failures"]
+    assert names[27:] == [
+        "dynamic_config_agent_reconcile_duration_seconds",
+        "dynamic_config_agent_reconcile_failures",
+    ]
     assert "# TYPE dynamic_config_agent_renders_total counter" in text
     samples = process.scrape()
     assert samples["dynamic_config_agent_renders_total"] == 2
     assert samples["dynamic_config_agent_watch_connected"] == 1
     assert samples["dynamic_config_agent_canary_percent"] == 100
-    assert samples['dynamic_config_agent_reconcile_duration_seconds_bucket{le=+Inf}'] == 2
+    assert samples["dynamic_config_agent_reconcile_duration_seconds_bucket{le=+Inf}"] == 2
     assert process.get("/healthz") == (200, "ok\n")
     assert process.stop() == 0
 
@@ -99,8 +129,14 @@ def test_resync_counts_and_unchanged_document_is_not_rewritten(
 
 
 def test_also_outputs_are_published_all_or_none(agent: Start, world: dict[str, Path]) -> None:
-    process = sidecar(agent, world, "--also", f"out={world['out'] / 'db.yaml'},section=db",
-                      "--also", f"out={world['out'] / 'flags.ini'},section=flags")
+    process = sidecar(
+        agent,
+        world,
+        "--also",
+        f"out={world['out'] / 'db.yaml'},section=db",
+        "--also",
+        f"out={world['out'] / 'flags.ini'},section=flags",
+    )
     wait_file(world["out"] / "flags.ini", lambda t: "beta = true" in t)
     assert "host: db-1" in (world["out"] / "db.yaml").read_text()
     world["doc"].write_text("db:\n  host: db-2\n  port: 5432\n")  # no flags section any more
@@ -215,7 +251,10 @@ def test_drift_under_fail_ends_the_agent(agent: Start, world: dict[str, Path]) -
     wait_file(target, lambda t: "db-1" in t)
     target.unlink()
     assert process.wait_exit() == 1
-    assert process.events("agent_failed")[0]["reason"] == "the rendered file was written by something else"
+    assert (
+        process.events("agent_failed")[0]["reason"]
+        == "the rendered file was written by something else"
+    )
 
 
 def test_store_down_at_start_without_cache_is_fatal_under_allow_cached(
@@ -228,7 +267,9 @@ def test_store_down_at_start_without_cache_is_fatal_under_allow_cached(
     assert "holds nothing to serve" in process.events("agent_failed")[0]["reason"]
 
 
-def test_store_down_at_start_under_require_fresh_is_fatal(agent: Start, world: dict[str, Path]) -> None:
+def test_store_down_at_start_under_require_fresh_is_fatal(
+    agent: Start, world: dict[str, Path]
+) -> None:
     (world["out"] / "app.json").write_text('{"cached": true}\n')
     world["doc"].unlink()
     world["doc"].mkdir()
@@ -259,11 +300,19 @@ def test_store_down_at_start_with_cache_serves_it_unready_then_recovers(
     wait_for(lambda: process.get("/readyz")[0] == 200, what="ready")
 
 
-def test_best_effort_writes_empty_outputs_and_continues(agent: Start, world: dict[str, Path]) -> None:
+def test_best_effort_writes_empty_outputs_and_continues(
+    agent: Start, world: dict[str, Path]
+) -> None:
     text = world["doc"].read_text()
     world["doc"].unlink()
-    process = sidecar(agent, world, "--startup-policy", "best-effort",
-                      "--also", f"out={world['out'] / 'db.yaml'},section=db")
+    process = sidecar(
+        agent,
+        world,
+        "--startup-policy",
+        "best-effort",
+        "--also",
+        f"out={world['out'] / 'db.yaml'},section=db",
+    )
     process.wait_event("serving_empty")
     assert (world["out"] / "app.json").read_text() == ""
     assert (world["out"] / "db.yaml").read_text() == ""
@@ -286,7 +335,10 @@ def test_require_ack_gates_readiness(agent: Start, world: dict[str, Path]) -> No
     process = sidecar(agent, world, "--require-ack", "--meta")
     wait_file(world["out"] / "app.json", lambda t: "db-1" in t)
     assert process.get("/readyz")[0] == 503
-    assert process.get("/applied", b"") == (400, "the body is the fingerprint this application is running\n")
+    assert process.get("/applied", b"") == (
+        400,
+        "the body is the fingerprint this application is running\n",
+    )
     fingerprint = json.loads((world["out"] / ".app.json.meta").read_text())["fingerprint"]
     status, body = process.get("/applied", b"sha256:old\n")
     assert (status, body) == (409, f"a different document is published: {fingerprint}\n")
@@ -304,7 +356,9 @@ def test_require_ack_gates_readiness(agent: Start, world: dict[str, Path]) -> No
 def test_canary_holds_until_the_percentage_admits(agent: Start, world: dict[str, Path]) -> None:
     percent = world["tmp"] / "percent"
     percent.write_text("0")
-    process = sidecar(agent, world, "--canary", str(percent), env={"DYNAMIC_CONFIG_POD_NAME": "web-1"})
+    process = sidecar(
+        agent, world, "--canary", str(percent), env={"DYNAMIC_CONFIG_POD_NAME": "web-1"}
+    )
     target = world["out"] / "app.json"
     wait_file(target, lambda t: "db-1" in t)  # the first render is never held
     world["doc"].write_text("db:\n  host: db-2\n")
@@ -334,7 +388,9 @@ class _Recorder(http.server.BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         present = self.watched.exists() and "db-2" in self.watched.read_text()
-        self.seen.append((self.path, self.headers["User-Agent"], self.headers["Content-Length"], present))
+        self.seen.append(
+            (self.path, self.headers["User-Agent"], self.headers["Content-Length"], present)
+        )
         self.send_response(self.status)
         self.end_headers()
 
@@ -364,8 +420,9 @@ def test_notify_http_posts_after_the_rename(
     assert handler.seen == [("/-/reload", "dynamic-config-agent", "0", True)]
 
 
-def test_notify_failure_is_counted_never_fatal(agent: Start, world: dict[str, Path],
-                                                recorder: tuple[int, type[_Recorder]]) -> None:
+def test_notify_failure_is_counted_never_fatal(
+    agent: Start, world: dict[str, Path], recorder: tuple[int, type[_Recorder]]
+) -> None:
     port, handler = recorder
     handler.status = 500
     process = sidecar(agent, world, "--notify-http", f"http://localhost:{port}/")
@@ -402,16 +459,45 @@ def test_a_store_outside_the_plugin_lock_is_refused_by_name(
     lock = world["tmp"] / "plugins.lock"
     from importlib.metadata import version
 
-    lock.write_text(json.dumps({"version": 1, "group": "dynconf", "plugins": [
-        {"distribution": "dynconf-core", "version": version("dynconf-core"), "name": "builtin",
-         "value": "dynconf.builtin"}]}))
-    process = agent("--source", "consul", "--endpoint", "http://127.0.0.1:1", "--key", "a.json",
-                    "--out", str(world["out"] / "a.json"), env={"DYNCONF_PLUGIN_LOCK": str(lock)})
+    lock.write_text(
+        json.dumps(
+            {
+                "version": 1,
+                "group": "dynconf",
+                "plugins": [
+                    {
+                        "distribution": "dynconf-core",
+                        "version": version("dynconf-core"),
+                        "name": "builtin",
+                        "value": "dynconf.builtin",
+                    }
+                ],
+            }
+        )
+    )
+    process = agent(
+        "--source",
+        "consul",
+        "--endpoint",
+        "http://127.0.0.1:1",
+        "--key",
+        "a.json",
+        "--out",
+        str(world["out"] / "a.json"),
+        env={"DYNCONF_PLUGIN_LOCK": str(lock)},
+    )
     assert process.wait_exit() == 1
     reason = process.events("agent_failed")[0]["reason"]
     assert reason.startswith(f"the consul store is not in this agent's plugin lock ({lock})")
-    ok = agent("--source", "file", "--key", str(world["doc"]), "--out", str(world["out"] / "b.json"),
-               env={"DYNCONF_PLUGIN_LOCK": str(lock)})
+    ok = agent(
+        "--source",
+        "file",
+        "--key",
+        str(world["doc"]),
+        "--out",
+        str(world["out"] / "b.json"),
+        env={"DYNCONF_PLUGIN_LOCK": str(lock)},
+    )
     assert ok.wait_exit() == 0
 
 

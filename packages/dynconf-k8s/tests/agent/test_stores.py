@@ -76,8 +76,15 @@ def consul(consul_server: Any) -> Iterator[Harness]:
     needs_store("consul")
     key = f"agent/{uuid.uuid4().hex}.json"
     kv = consul_server.client.kv
-    yield Harness("consul", consul_server.url, key, lambda d: kv.put(key, json.dumps(d)),
-                  lambda: kv.delete(key), consul_server.host, consul_server.port)
+    yield Harness(
+        "consul",
+        consul_server.url,
+        key,
+        lambda d: kv.put(key, json.dumps(d)),
+        lambda: kv.delete(key),
+        consul_server.host,
+        consul_server.port,
+    )
     kv.delete(key)
 
 
@@ -86,8 +93,15 @@ def etcd(etcd_server: Any) -> Iterator[Harness]:
     needs_store("etcd")
     key = f"agent/{uuid.uuid4().hex}.json"
     client = etcd_server.client
-    yield Harness("etcd", etcd_server.url, key, lambda d: client.put(key, json.dumps(d)),
-                  lambda: client.delete(key), etcd_server.host, etcd_server.port)
+    yield Harness(
+        "etcd",
+        etcd_server.url,
+        key,
+        lambda d: client.put(key, json.dumps(d)),
+        lambda: client.delete(key),
+        etcd_server.host,
+        etcd_server.port,
+    )
     client.delete(key)
 
 
@@ -96,8 +110,15 @@ def redis(redis_server: Any) -> Iterator[Harness]:
     needs_store("redis")
     key = f"agent/{uuid.uuid4().hex}.json"
     client = redis_server.client
-    yield Harness("redis", redis_server.url, key, lambda d: client.set(key, json.dumps(d)),
-                  lambda: client.delete(key), redis_server.host, redis_server.port)
+    yield Harness(
+        "redis",
+        redis_server.url,
+        key,
+        lambda d: client.set(key, json.dumps(d)),
+        lambda: client.delete(key),
+        redis_server.host,
+        redis_server.port,
+    )
     client.delete(key)
 
 
@@ -108,10 +129,14 @@ def vault_kv(vault_server: Any) -> Iterator[Harness]:
     kv = vault_server.client.secrets.kv.v2
     host, port = _host_port(vault_server.addr)
     yield Harness(
-        "vault", vault_server.addr, f"secret/{path}",
+        "vault",
+        vault_server.addr,
+        f"secret/{path}",
         lambda d: kv.create_or_update_secret(path=path, secret=d, mount_point="secret"),
         lambda: kv.delete_metadata_and_all_versions(path=path, mount_point="secret"),
-        host, port, token=vault_server.token,
+        host,
+        port,
+        token=vault_server.token,
     )
     kv.delete_metadata_and_all_versions(path=path, mount_point="secret")
 
@@ -124,19 +149,37 @@ def firestore(firestore_server: Any) -> Iterator[Harness]:
     host, port = _host_port(firestore_server.emulator_host)
     # the session sets FIRESTORE_EMULATOR_HOST for its own client; the agent must reach the
     # emulator through --api-url alone, so a proxy in front of it is what the agent talks to
-    yield Harness("firestore", firestore_server.project, f"agent/{doc_id}", ref.set,
-                  ref.delete, host, port,
-                  args=("--auth", "emulator", "--api-url", firestore_server.emulator_host),
-                  env={"FIRESTORE_EMULATOR_HOST": None})
+    yield Harness(
+        "firestore",
+        firestore_server.project,
+        f"agent/{doc_id}",
+        ref.set,
+        ref.delete,
+        host,
+        port,
+        args=("--auth", "emulator", "--api-url", firestore_server.emulator_host),
+        env={"FIRESTORE_EMULATOR_HOST": None},
+    )
     ref.delete()
 
 
 def _git(repo: Path, root: Path, *args: str, stdin: str | None = None) -> str:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "tests", "GIT_AUTHOR_EMAIL": "tests@dynconf.test",
-           "GIT_COMMITTER_NAME": "tests", "GIT_COMMITTER_EMAIL": "tests@dynconf.test",
-           "GIT_INDEX_FILE": str(root / f".index-agent-{os.getpid()}-{threading.get_ident()}")}
-    return subprocess.run(["git", "-C", str(repo), *args], input=stdin, env=env, text=True,
-                          check=True, capture_output=True).stdout.strip()
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "tests",
+        "GIT_AUTHOR_EMAIL": "tests@dynconf.test",
+        "GIT_COMMITTER_NAME": "tests",
+        "GIT_COMMITTER_EMAIL": "tests@dynconf.test",
+        "GIT_INDEX_FILE": str(root / f".index-agent-{os.getpid()}-{threading.get_ident()}"),
+    }
+    return subprocess.run(
+        ["git", "-C", str(repo), *args],
+        input=stdin,
+        env=env,
+        text=True,
+        check=True,
+        capture_output=True,
+    ).stdout.strip()
 
 
 def _git_remove(server: Any, path: str) -> None:
@@ -156,11 +199,17 @@ def git(git_server: Any, tmp_path: Path) -> Harness:
     needs_store("git")
     path = f"agent/{uuid.uuid4().hex}.json"
     host, port = _host_port(git_server.http_url)
-    return Harness("git", git_server.http_url, path,
-                  lambda d: git_server.commit_file(path, json.dumps(d), f"agent test {path}"),
-                  lambda: _git_remove(git_server, path), host, port,
-                  args=("--ref", f"branch:{git_server.branch}"),
-                  env={"XDG_CACHE_HOME": str(tmp_path / "cache")})
+    return Harness(
+        "git",
+        git_server.http_url,
+        path,
+        lambda d: git_server.commit_file(path, json.dumps(d), f"agent test {path}"),
+        lambda: _git_remove(git_server, path),
+        host,
+        port,
+        args=("--ref", f"branch:{git_server.branch}"),
+        env={"XDG_CACHE_HOME": str(tmp_path / "cache")},
+    )
 
 
 class _Loop:
@@ -192,9 +241,15 @@ def nats(nats_server: Any) -> Iterator[Harness]:
     kv = loop.run(js.create_key_value(KeyValueConfig(bucket=bucket, history=5)))
     host, port = _host_port(nats_server.url)
     try:
-        yield Harness("nats", nats_server.url, f"{bucket}/app.json",
-                      lambda d: loop.run(kv.put("app.json", json.dumps(d).encode())),
-                      lambda: loop.run(kv.delete("app.json")), host, port)
+        yield Harness(
+            "nats",
+            nats_server.url,
+            f"{bucket}/app.json",
+            lambda d: loop.run(kv.put("app.json", json.dumps(d).encode())),
+            lambda: loop.run(kv.delete("app.json")),
+            host,
+            port,
+        )
     finally:
         loop.run(js.delete_key_value(bucket))
         loop.run(client.close())
@@ -210,16 +265,25 @@ def s3(s3_server: Any, tmp_path: Path) -> Iterator[Harness]:
     key = "config/app.json"
     host, port = _host_port(s3_server.endpoint_url)
     yield Harness(
-        "s3", bucket, key,
+        "s3",
+        bucket,
+        key,
         lambda d: client.put_object(Bucket=bucket, Key=key, Body=json.dumps(d).encode()),
-        lambda: client.delete_object(Bucket=bucket, Key=key), host, port,
+        lambda: client.delete_object(Bucket=bucket, Key=key),
+        host,
+        port,
         args=("--api-url", s3_server.endpoint_url),
-        env={"AWS_ACCESS_KEY_ID": s3_server.access_key_id,
-             "AWS_SECRET_ACCESS_KEY": s3_server.secret_access_key,
-             "AWS_CONFIG_FILE": str(tmp_path / "no-config"),
-             "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "no-credentials"),
-             "AWS_EC2_METADATA_DISABLED": "true", "AWS_PROFILE": None, "AWS_REGION": None,
-             "AWS_DEFAULT_REGION": None, "AWS_SESSION_TOKEN": None},
+        env={
+            "AWS_ACCESS_KEY_ID": s3_server.access_key_id,
+            "AWS_SECRET_ACCESS_KEY": s3_server.secret_access_key,
+            "AWS_CONFIG_FILE": str(tmp_path / "no-config"),
+            "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "no-credentials"),
+            "AWS_EC2_METADATA_DISABLED": "true",
+            "AWS_PROFILE": None,
+            "AWS_REGION": None,
+            "AWS_DEFAULT_REGION": None,
+            "AWS_SESSION_TOKEN": None,
+        },
     )
     client.delete_object(Bucket=bucket, Key=key)
     client.delete_bucket(Bucket=bucket)
@@ -249,8 +313,14 @@ class ConfigServer:
         (self.root / "other.json").write_text("{}")
         sections = [{"application": "other", "profile": "prod", "files": ["other.json"]}]
         if with_section:
-            sections.append({"application": "app", "profile": "prod", "files": ["app.json"],
-                             "whole_document": True})
+            sections.append(
+                {
+                    "application": "app",
+                    "profile": "prod",
+                    "files": ["app.json"],
+                    "whole_document": True,
+                }
+            )
         return parse_settings({"server": {
             "bind": "127.0.0.1:0", "store_interval": 0.5, "file_poll_seconds": 0.05,
             "keepalive_seconds": 1.0, "sections": sections,
@@ -261,8 +331,9 @@ class ConfigServer:
     def start(self, *, with_section: bool = True) -> None:
         from dynconf_store_configserver.server.main import build_server
 
-        self.server = build_server(self._settings(with_section=with_section), port=self.port,
-                                   drain_seconds=1)
+        self.server = build_server(
+            self._settings(with_section=with_section), port=self.port, drain_seconds=1
+        )
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.thread.start()
         deadline = time.monotonic() + 20
@@ -302,25 +373,57 @@ def configserver(tmp_path: Path) -> Iterator[Harness]:
     server = ConfigServer(root)
     server.start()
     try:
-        yield Harness("config-server", server.url, "app/prod", server.put, server.delete,
-                      "127.0.0.1", server.port, token=CONFIG_SERVER_TOKEN)
+        yield Harness(
+            "config-server",
+            server.url,
+            "app/prod",
+            server.put,
+            server.delete,
+            "127.0.0.1",
+            server.port,
+            token=CONFIG_SERVER_TOKEN,
+        )
     finally:
         server.stop()
 
 
-HARNESSES = ["consul", "etcd", "redis", "vault_kv", "firestore", "git", "configserver", "nats",
-             "s3"]
+HARNESSES = [
+    "consul",
+    "etcd",
+    "redis",
+    "vault_kv",
+    "firestore",
+    "git",
+    "configserver",
+    "nats",
+    "s3",
+]
 
 
-def _start(agent: Start, harness: Harness, out: Path, proxy: Relay | None = None,
-           *extra: str) -> AgentProcess:
+def _start(
+    agent: Start, harness: Harness, out: Path, proxy: Relay | None = None, *extra: str
+) -> AgentProcess:
     endpoint, args = harness.via(proxy) if proxy is not None else (harness.endpoint, harness.args)
     env: dict[str, str | None] = {**harness.env}
     if harness.token:
         env["DYNAMIC_CONFIG_AGENT_TOKEN"] = harness.token
-    return agent("--source", harness.name, "--endpoint", endpoint,
-                 "--key", harness.key, "--out", str(out), "--watch", "1",
-                 "--metrics-addr", "127.0.0.1:0", *args, *extra, env=env)
+    return agent(
+        "--source",
+        harness.name,
+        "--endpoint",
+        endpoint,
+        "--key",
+        harness.key,
+        "--out",
+        str(out),
+        "--watch",
+        "1",
+        "--metrics-addr",
+        "127.0.0.1:0",
+        *args,
+        *extra,
+        env=env,
+    )
 
 
 @pytest.fixture(params=HARNESSES)
@@ -384,8 +487,10 @@ def test_store_restarted_mid_watch_is_followed_again(
         # a dropped stream counts a reconnect; firestore's listener retries inside its client
         # library without a word, and the failed resyncs are what the agent sees instead
         samples = process.scrape()
-        return (samples["dynamic_config_agent_watch_reconnects_total"] >= 1
-                or samples["dynamic_config_agent_render_failures_total"] >= 1)
+        return (
+            samples["dynamic_config_agent_watch_reconnects_total"] >= 1
+            or samples["dynamic_config_agent_render_failures_total"] >= 1
+        )
 
     wait_for(noticed, timeout=30, what="the agent to notice the store is gone")
     proxy.restore()
@@ -424,7 +529,8 @@ def test_store_down_at_start_without_a_cache_is_fatal(
 def test_one_shot_against_consul_is_quick(agent: Start, consul: Harness, tmp_path: Path) -> None:
     consul.put({"a": 1})
     out = tmp_path / "app.toml"
-    process = agent("--source", "consul", "--endpoint", consul.endpoint, "--key", consul.key,
-                    "--out", str(out))
+    process = agent(
+        "--source", "consul", "--endpoint", consul.endpoint, "--key", consul.key, "--out", str(out)
+    )
     assert process.wait_exit() == 0
     assert out.read_text() == "a = 1\n"

@@ -103,9 +103,7 @@ class Reply:
         return int(value.strip())
 
 
-def _verify_and_cert(
-    tls: TlsSettings, describe: str
-) -> tuple[bool | str, tuple[str, str] | None]:
+def _verify_and_cert(tls: TlsSettings, describe: str) -> tuple[bool | str, tuple[str, str] | None]:
     """What requests needs for trust; trust files are checked here, at build, by path."""
     for label, path in (("--ca", tls.ca_file), ("--tls-cert", tls.cert_file),
                         ("--tls-key", tls.key_file)):  # fmt: skip

@@ -50,14 +50,11 @@ def parse_endpoint(endpoint: str) -> tuple[Endpoint | None, list[str]]:
         parts = urlsplit(endpoint)
         port = parts.port
     except ValueError:
-        return None, [
-            f"etcd endpoint {shown} is not a URL; write it as http(s)://host:port"
-        ]
+        return None, [f"etcd endpoint {shown} is not a URL; write it as http(s)://host:port"]
     problems: list[str] = []
     if parts.scheme not in ("http", "https"):
         problems.append(
-            f"etcd endpoint {shown} must start with http:// or https://; the gateway "
-            "speaks HTTP"
+            f"etcd endpoint {shown} must start with http:// or https://; the gateway speaks HTTP"
         )
     if not parts.hostname:
         problems.append(f"etcd endpoint {shown} has no host; write it as http(s)://host:port")

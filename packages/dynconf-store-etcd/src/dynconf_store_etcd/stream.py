@@ -51,9 +51,7 @@ class WatchStream:
         self._response = response
         self._queue: queue.Queue[StreamItem | StreamEnded] = queue.Queue()
         self._closed = threading.Event()
-        self._thread = threading.Thread(
-            target=self._pump, name="dynconf-etcd-watch", daemon=True
-        )
+        self._thread = threading.Thread(target=self._pump, name="dynconf-etcd-watch", daemon=True)
         self._thread.start()
 
     def _pump(self) -> None:

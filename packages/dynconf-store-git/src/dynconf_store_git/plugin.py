@@ -174,8 +174,10 @@ class GitStoreType(StoreTypeBase):
             refusals.append(f"--ssh-key is for --auth ssh-key, not --auth {method}; remove one")
         if spec.extra.get("known_hosts") and not over_ssh:
             refusals.append("known_hosts is for ssh endpoints; remove it")
-        if method in ("anonymous", "ssh") and endpoint.kind is EndpointKind.HTTP and (
-            not endpoint.loopback
+        if (
+            method in ("anonymous", "ssh")
+            and endpoint.kind is EndpointKind.HTTP
+            and (not endpoint.loopback)
         ):
             refusals.append(
                 "plain http:// to a non-loopback host can be tampered with on the way; use "

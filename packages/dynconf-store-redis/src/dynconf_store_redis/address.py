@@ -102,8 +102,7 @@ def _database(path: str, query: str, shown: str) -> tuple[int, list[str]]:
     text = texts[0] if texts else "0"
     if not text.isdigit():
         problems.append(
-            f"redis endpoint {shown} has database index {text!r}; it must be a number such "
-            "as /0"
+            f"redis endpoint {shown} has database index {text!r}; it must be a number such as /0"
         )
         return 0, problems
     return int(text), problems
