@@ -7,7 +7,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -154,9 +154,18 @@ def _host_state() -> dict[str, Any]:
     }
 
 
-def _pids_in_netns(netns: str) -> list[int]:
+def _pids_in_netns(netns: str, among: Iterable[int] | None = None) -> list[int]:
+    """Processes in ``netns`` (``net:[inode]``), optionally only those of ``among``.
+
+    The kernel reuses a freed namespace's inode number, so after a stop a new namespace (another
+    checkout's node, started meanwhile) can carry the same name: ask about the pids that were
+    inside before the stop, not about whoever holds the number now.
+    """
     found = []
-    for proc in Path("/proc").iterdir():
+    candidates = (
+        [Path(f"/proc/{pid}") for pid in among] if among is not None else Path("/proc").iterdir()
+    )
+    for proc in candidates:
         if proc.name.isdigit():
             try:
                 if os.readlink(proc / "ns" / "net") == netns:
@@ -210,12 +219,14 @@ def test_stop_leaves_no_process_mount_cgroup_or_link(tmp_path: Path) -> None:
                                          "command": ["sleep", "3600"]}]},
             })  # fmt: skip
             wait_running(core, namespace, "left")
+            inside = _pids_in_netns(netns)
     finally:
         stopped = subprocess.run([*testenv, "stop"], env=env, capture_output=True, text=True,
                                  timeout=120, check=False)  # fmt: skip
 
     assert stopped.returncode == 0, stopped.stderr
-    assert _pids_in_netns(netns) == []
+    assert inside, "the node's namespace held no process"
+    assert _pids_in_netns(netns, among=inside) == []
     assert _pids_naming(str(run)) == []
     assert str(run) not in Path("/proc/self/mountinfo").read_text()
     assert sorted(Path("/sys/fs/cgroup").glob(f"*/{cgroup}")) == []
