@@ -6,10 +6,11 @@ the documents its stores last answered (folded with the core's one merge rule, l
 then the environment prefix. The built document is installed with a new generation only when
 it differs from the previous one; the response body and ETag are serialised once, at install.
 
-Stores are followed by their own push or conditional watch (``changes``) on a worker thread
-(async stores on the loop), plus a resync fetch every ``store_interval``. A failing store
-keeps its last good document; the section is then *stale* (still served, reported stale)
-until the store answers again.
+Each store is followed by :class:`dynconf.follow.Follower`, the one follower every process
+shares (watch, resync every ``store_interval`` for push stores, the catch-up read after a poll
+watch primes, backoff); its newest answer rebuilds the section. A failing store keeps its last
+good document; the section is then *stale* (still served, reported stale) until the store
+answers again.
 
 Each build is one ``rebuild`` span (:mod:`dynconf.tracing`, exported only when
 ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set): the section, whether it was the initial load, the
@@ -23,18 +24,18 @@ import contextlib
 import json
 import logging
 import os
-import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 from dynconf.document import Document, deep_merge, fingerprint
 from dynconf.errors import DynconfError
+from dynconf.follow import Follower, FollowEvents, Slot, StoreDriver, same_answer
 from dynconf.plugins import Registry, default_registry
 from dynconf.resolve import LoadSpec, RemoteDocument, resolve
-from dynconf.stores import Absent, Fetched, Pace, is_async_source
+from dynconf.stores import Absent, Fetched
 from dynconf.tracing import Tracing
 from dynconf_store_configserver.server.settings import SectionSettings, Settings, StoreSettings
 
@@ -49,18 +50,19 @@ log = logging.getLogger("dynconf.server")
 
 @dataclass
 class StoreFeed:
-    """One store of a section: its source, its last answer and whether it is failing."""
+    """One store of a section: its follower, its last answer and whether it is failing."""
 
     settings: StoreSettings
-    source: Any = None
+    driver: StoreDriver | None = None
+    slot: Slot = field(default_factory=Slot)
+    follower: Follower | None = None
     last: Fetched | Absent | None = None
     failing: bool = False
     failures: int = 0
-    stop: threading.Event = field(default_factory=threading.Event)
 
     @property
     def description(self) -> str:
-        return str(self.source.describe()) if self.source is not None else self.settings.spec.source
+        return self.driver.describe() if self.driver is not None else self.settings.spec.source
 
 
 @dataclass
@@ -101,7 +103,6 @@ class Documents:
             (s.application, s.profile): Section(s) for s in settings.sections
         }
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._threads: list[threading.Thread] = []
         self._tasks: list[asyncio.Task[None]] = []
         self.on_store_failure: Callable[[Section], None] | None = None
 
@@ -113,17 +114,15 @@ class Documents:
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
-        """Build every store, load every section (a failure here is fatal), start watching."""
+        """Build every store, load every section (a failure here is fatal), start following."""
         self._loop = asyncio.get_running_loop()
         for section in self.sections.values():
             for store in section.settings.stores:
                 spec = store.resolved_spec()
-                source = self.registry.store(spec.source).build(spec)
-                feed = StoreFeed(store, source)
+                feed = StoreFeed(store, StoreDriver(self.registry.store(spec.source).build(spec)))
                 section.feeds.append(feed)
-                if hasattr(source, "on_failure"):
-                    source.on_failure = self._failure_hook(section, feed)
-                feed.last = await self._fetch(feed)
+                assert feed.driver is not None
+                feed.last = await feed.driver.fetch()
             await self._rebuild(section, initial=True)
         for section in self.sections.values():
             for feed in section.feeds:
@@ -131,9 +130,6 @@ class Documents:
             self._tasks.append(asyncio.create_task(self._poll_files(section)))
 
     async def stop(self) -> None:
-        for section in self.sections.values():
-            for feed in section.feeds:
-                feed.stop.set()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -141,113 +137,47 @@ class Documents:
                 await task
         for section in self.sections.values():
             for feed in section.feeds:
-                await _close(feed.source)
-        await asyncio.to_thread(self._join_threads)
-
-    def _join_threads(self) -> None:
-        for thread in self._threads:
-            thread.join(5)
+                if feed.driver is not None:
+                    with contextlib.suppress(Exception):  # a store that fails to close
+                        await feed.driver.close()  # must not block shutdown
 
     # ------------------------------------------------------------------ stores
-    async def _fetch(self, feed: StoreFeed) -> Fetched | Absent:
-        source = feed.source
-        if is_async_source(source):
-            answer: Fetched | Absent = await source.fetch()
-        else:
-            answer = await asyncio.to_thread(source.fetch)
-        return answer
+    def _follow(self, section: Section, feed: StoreFeed) -> None:
+        """Follow the store (:mod:`dynconf.follow`: watch, resync, catch-up) into its slot."""
+        assert feed.driver is not None
+        assert self._loop is not None
+        feed.follower = Follower(
+            feed.driver, self.settings.store_interval, feed.slot,
+            events=_FeedEvents(self, section, feed, self._loop),
+            log=log, extra={"section": section.name, "store": feed.description},
+        )  # fmt: skip
+        feed.follower.seen(feed.last)
+        self._tasks.append(asyncio.create_task(feed.follower.run()))
+        self._tasks.append(asyncio.create_task(self._consume(section, feed)))
 
-    def _failure_hook(self, section: Section, feed: StoreFeed) -> Callable[[DynconfError], None]:
-        def failed(error: DynconfError) -> None:
-            if self._loop is not None:
-                self._loop.call_soon_threadsafe(self._store_failed, section, feed, error)
+    async def _consume(self, section: Section, feed: StoreFeed) -> None:
+        while True:
+            delivery = await feed.slot.take()
+            self._store_answered(section, feed, delivery.answer)
 
-        return failed
-
-    def _store_failed(self, section: Section, feed: StoreFeed, error: DynconfError) -> None:
+    def _store_failed(self, section: Section, feed: StoreFeed) -> None:
+        """On the loop: the store failed (the follower logged why); serve the last good."""
         feed.failures += 1
         if not feed.failing:
             log.warning(
-                "section store failing; serving the last good document",
-                extra={"event": "section_store_failed", "section": section.name,
-                       "store": feed.description, "kind": str(error.kind),
-                       "reason": error.message},
-            )  # fmt: skip
+                "section_store_failed",
+                extra={"section": section.name, "store": feed.description},
+            )
         feed.failing = True
         if self.on_store_failure is not None:
             self.on_store_failure(section)
 
     def _store_answered(self, section: Section, feed: StoreFeed, answer: Fetched | Absent) -> None:
         feed.failing = False
-        if _same(answer, feed.last):
+        if feed.last is not None and same_answer(answer, feed.last):
             return
         feed.last = answer
         self.request_rebuild(section)
-
-    def _follow(self, section: Section, feed: StoreFeed) -> None:
-        """Watch a store (thread or task) and resync it every ``store_interval``."""
-        interval = self.settings.store_interval
-        if is_async_source(feed.source):
-            self._tasks.append(asyncio.create_task(self._watch_async(section, feed, interval)))
-        else:
-            thread = threading.Thread(
-                target=self._watch_blocking, args=(section, feed, interval), daemon=True,
-                name=f"dynconf-server-watch-{section.name}",
-            )  # fmt: skip
-            thread.start()
-            self._threads.append(thread)
-        self._tasks.append(asyncio.create_task(self._resync(section, feed, interval)))
-
-    def _watch_blocking(self, section: Section, feed: StoreFeed, interval: float) -> None:
-        assert self._loop is not None
-        loop = self._loop
-        pace = Pace(interval)
-        while not feed.stop.is_set():
-            try:
-                for answer in feed.source.changes(interval, feed.stop.is_set):
-                    pace.succeeded()
-                    loop.call_soon_threadsafe(self._store_answered, section, feed, answer)
-                return
-            except Exception as exc:
-                error = exc if isinstance(exc, DynconfError) else DynconfError(type(exc).__name__)
-                loop.call_soon_threadsafe(self._store_failed, section, feed, error)
-                pace.failed()
-                if feed.stop.wait(pace.next_wait()):
-                    return
-
-    async def _watch_async(self, section: Section, feed: StoreFeed, interval: float) -> None:
-        pace = Pace(interval)
-        while True:
-            try:
-                changes: AsyncIterator[Fetched | Absent] = feed.source.changes(interval)
-                async for answer in changes:
-                    pace.succeeded()
-                    self._store_answered(section, feed, answer)
-                return
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                error = exc if isinstance(exc, DynconfError) else DynconfError(type(exc).__name__)
-                self._store_failed(section, feed, error)
-                pace.failed()
-                await asyncio.sleep(pace.next_wait())
-
-    async def _resync(self, section: Section, feed: StoreFeed, interval: float) -> None:
-        """A plain fetch every interval: a stream's failure mode is silence."""
-        pace = Pace(interval)
-        while True:
-            await asyncio.sleep(pace.next_wait())
-            try:
-                answer = await self._fetch(feed)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                error = exc if isinstance(exc, DynconfError) else DynconfError(type(exc).__name__)
-                self._store_failed(section, feed, error)
-                pace.failed()
-                continue
-            pace.succeeded()
-            self._store_answered(section, feed, answer)
 
     # ------------------------------------------------------------------ files
     async def _poll_files(self, section: Section) -> None:
@@ -279,9 +209,9 @@ class Documents:
                             raise
                         section.build_failing = True
                         log.warning(
-                            "section build failed; serving the last good document",
-                            extra={"event": "section_build_failed", "section": section.name,
-                                   "kind": str(exc.kind), "reason": exc.message},
+                            "section_build_failed",
+                            extra={"section": section.name, "kind": str(exc.kind),
+                                   "reason": exc.message},
                         )  # fmt: skip
                     else:
                         section.build_failing = False
@@ -351,10 +281,8 @@ class Documents:
             ensure_ascii=False, separators=(",", ":"),
         ).encode()  # fmt: skip
         log.info(
-            "section installed",
-            extra={"event": "section_installed", "section": section.name,
-                   "generation": section.generation},
-        )  # fmt: skip
+            "section_installed", extra={"section": section.name, "generation": section.generation}
+        )
         previous, section.changed = section.changed, asyncio.Event()
         previous.set()
 
@@ -367,19 +295,34 @@ def _stat(path: Path) -> tuple[int, int] | None:
     return (result.st_mtime_ns, result.st_size)
 
 
-def _same(left: Fetched | Absent | None, right: Fetched | Absent | None) -> bool:
-    if not isinstance(left, Fetched) or not isinstance(right, Fetched):
-        return left is right
-    return left.text == right.text and left.format == right.format
+class _FeedEvents(FollowEvents):
+    """A store's follower reporting into its section: failures mark the section stale.
 
+    The source's own ``on_failure`` hook may fire on its watch thread, so every report is
+    handed to the loop the sections live on.
+    """
 
-async def _close(source: Any) -> None:
-    if source is None:
-        return
-    try:
-        if hasattr(source, "aclose"):
-            await source.aclose()
-        else:
-            await asyncio.to_thread(source.close)
-    except Exception:  # noqa: S110 - a store that fails to close must not block shutdown
-        pass
+    def __init__(self, documents: Documents, section: Section, feed: StoreFeed,
+                 loop: asyncio.AbstractEventLoop) -> None:  # fmt: skip
+        self._documents, self._section, self._feed, self._loop = documents, section, feed, loop
+
+    def _failed(self) -> None:
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is self._loop:
+            self._documents._store_failed(self._section, self._feed)
+        elif not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(
+                self._documents._store_failed, self._section, self._feed
+            )
+
+    def read_failed(self, kind: str) -> None:
+        self._failed()
+
+    def watch_failed(self) -> None:
+        self._failed()
+
+    def reopening(self) -> None:
+        self._failed()
