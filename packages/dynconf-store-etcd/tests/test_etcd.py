@@ -165,7 +165,7 @@ def test_wrong_password_is_auth_and_never_echoed(
         source.fetch()
     with pytest.raises(AuthError) as in_watch:
         next(iter(source.changes(1.0, lambda: False)))
-    assert "store_watch_failed" in [getattr(r, "event", "") for r in caplog.records]
+    assert "store_watch_failed" in [r.getMessage() for r in caplog.records]
     texts = [
         str(in_watch.value),
         str(caught.value),

@@ -52,9 +52,10 @@ class SourceSupport:
     :meth:`describe`. The agent sets ``on_failure`` and ``on_watching`` before iterating
     ``changes``; both stay ``None`` for one-shot reads.
 
-    Log wording is per store on purpose (operators grep for it and tests assert it), so
-    ``failure_log`` and ``failure_message`` are class attributes a store overrides, and
-    :meth:`failure_fields` the hook for a store whose log line carries other fields.
+    A log line's message is its event name (:mod:`dynconf.logs`): ``failure_event``, which a
+    store keeps unless operators already query another name; ``failure_detail`` is the
+    store's own sentence, carried as the ``detail`` field, and :meth:`failure_fields` the hook
+    for a store whose line carries other fields.
     Error wording follows the same rule: :attr:`error_subject` / :attr:`auth_subject`
     start every message and default to the description.
     """
@@ -64,7 +65,8 @@ class SourceSupport:
     on_watching: Callable[[], None] | None = None
 
     failure_log: ClassVar[logging.Logger] = logging.getLogger("dynconf.store")
-    failure_message: ClassVar[str] = "store watch failed; retrying"
+    failure_event: ClassVar[str] = "store_watch_failed"
+    failure_detail: ClassVar[str] = "store watch failed; retrying"
     failure_store: ClassVar[str | None] = None
     """When set, the log line's ``store`` is this kind and the description is ``source``."""
 
@@ -75,7 +77,7 @@ class SourceSupport:
     # ------------------------------------------------------------------ health
     def report(self, error: DynconfError) -> None:
         """Log a failure the watch survives by retrying, then tell ``on_failure``."""
-        self.failure_log.warning(self.failure_message, extra=self.failure_fields(error))
+        self.failure_log.warning(self.failure_event, extra=self.failure_fields(error))
         report_failure(self, error)
 
     def failure_fields(self, error: DynconfError) -> dict[str, object]:
@@ -87,12 +89,8 @@ class SourceSupport:
         where: dict[str, object] = {"store": self.describe()}
         if self.failure_store is not None:
             where = {"store": self.failure_store, "source": self.describe()}
-        return {
-            "event": "store_watch_failed",
-            **where,
-            "kind": str(error.kind),
-            "reason": error.message,
-        }
+        return {**where, "kind": str(error.kind), "reason": error.message,
+                "detail": self.failure_detail}  # fmt: skip
 
     @staticmethod
     def pause(seconds: float, stop: Callable[[], bool]) -> bool:

@@ -150,7 +150,6 @@ def note_ignored_proxy(store: str, environ: Mapping[str, str] | None = None) -> 
         log.warning(
             "store_proxy_ignored",
             extra={
-                "event": "store_proxy_ignored",
                 "store": store,
                 "variables": ",".join(present),
                 "reason": f"the store connects directly; set {USE_PROXY}=true to use the proxy",

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import ast
 import io
 import json
 import logging
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -32,3 +34,54 @@ def test_an_explicit_stream_is_kept() -> None:
     configure_logging(stream=stream)
     logging.getLogger("dynconf.test").info("kept")
     assert json.loads(stream.getvalue())["event"] == "kept"
+
+
+# ---------------------------------------------------------------------------- one convention
+REPO = Path(__file__).resolve().parents[4]
+LOG_METHODS = frozenset({"debug", "info", "warning", "error", "critical", "exception", "log"})
+
+
+def _event_overrides(tree: ast.AST) -> list[int]:
+    """Lines where a log call's ``extra`` names ``event`` (it would replace the message)."""
+    lines = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            continue
+        if node.func.attr not in LOG_METHODS:
+            continue
+        for keyword in node.keywords:
+            if keyword.arg == "extra" and isinstance(keyword.value, ast.Dict):
+                keys = [k.value for k in keyword.value.keys if isinstance(k, ast.Constant)]
+                if "event" in keys:
+                    lines.append(node.lineno)
+    return lines
+
+
+def test_every_log_line_names_its_event_as_the_message() -> None:
+    offenders = [
+        f"{path.relative_to(REPO)}:{line}"
+        for path in sorted(REPO.glob("packages/*/src/**/*.py"))
+        for line in _event_overrides(ast.parse(path.read_text(), str(path)))
+    ]
+
+    assert offenders == [], "log the event name as the message, not as extra['event']"
+
+
+def test_a_store_failure_line_carries_the_event_and_the_stores_detail() -> None:
+    from dynconf.errors import DynconfError
+    from dynconf.sources import SourceSupport
+
+    class Example(SourceSupport):
+        failure_detail = "example watch failed; retrying"
+
+    source = Example()
+    source.description = "example store at 127.0.0.1"
+    stream = io.StringIO()
+    configure_logging(stream=stream)
+
+    source.report(DynconfError("the store answered 503"))
+
+    line = json.loads(stream.getvalue().splitlines()[-1])
+    assert line["event"] == "store_watch_failed"
+    assert line["detail"] == "example watch failed; retrying"
+    assert line["store"] == "example store at 127.0.0.1"

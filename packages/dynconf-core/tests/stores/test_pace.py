@@ -74,7 +74,7 @@ def test_ignored_proxy_variables_are_named_once_without_their_values(
     with caplog.at_level("WARNING", logger="dynconf.store"):
         note_ignored_proxy("consul http://c:8500 kv/a.json", environ)
         note_ignored_proxy("consul http://c:8500 kv/a.json", environ)
-    lines = [r for r in caplog.records if getattr(r, "event", None) == "store_proxy_ignored"]
+    lines = [r for r in caplog.records if r.getMessage() == "store_proxy_ignored"]
     assert len(lines) == 1
     assert lines[0].variables == "HTTPS_PROXY"  # type: ignore[attr-defined]
     assert "use_proxy=true" in lines[0].reason  # type: ignore[attr-defined]

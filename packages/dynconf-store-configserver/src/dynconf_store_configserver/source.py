@@ -101,7 +101,7 @@ class ConfigServerSource(SourceSupport):
 
     capability = WatchCapability.PUSH
     failure_log = log
-    failure_message = "config-server watch failed; retrying"
+    failure_detail = "config-server watch failed; retrying"
 
     def __init__(
         self,
@@ -155,8 +155,8 @@ class ConfigServerSource(SourceSupport):
             session.verify = tls.ca_file
         elif tls.skip_verify:
             log.warning(
-                "config-server TLS verification is off (--tls-skip-verify)",
-                extra={"event": "store_tls_skip_verify", "store": self.description},
+                "store_tls_skip_verify",
+                extra={"store": self.description},
             )
             session.verify = False
         if tls.cert_file and tls.key_file:

@@ -168,15 +168,15 @@ class LoginCredential:
             reply = transport.call("POST", "/v1/acl/logout", token=secret)
         except RemoteError as exc:
             log.info(
-                "consul logout failed",
-                extra={"event": "store_logout_failed", "store": self._describe,
+                "store_logout_failed",
+                extra={"store": self._describe,
                        "reason": exc.message},
             )  # fmt: skip
             return
         if reply.code != 200:
             log.info(
-                "consul logout refused",
-                extra={"event": "store_logout_failed", "store": self._describe,
+                "store_logout_failed",
+                extra={"detail": "refused", "store": self._describe,
                        "status": reply.code},
             )  # fmt: skip
 

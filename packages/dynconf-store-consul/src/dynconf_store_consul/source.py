@@ -50,7 +50,7 @@ class ConsulSource(SourceSupport):
 
     capability = WatchCapability.PUSH
     failure_log = log
-    failure_message = "consul watch query failed; retrying"
+    failure_detail = "consul watch query failed; retrying"
 
     def __init__(
         self,

@@ -117,8 +117,8 @@ def _verify_and_cert(tls: TlsSettings, describe: str) -> tuple[bool | str, tuple
         return tls.ca_file, cert
     if tls.skip_verify:
         log.warning(
-            "consul TLS verification is off (--tls-skip-verify)",
-            extra={"event": "store_tls_skip_verify", "store": describe},
+            "store_tls_skip_verify",
+            extra={"store": describe},
         )
         return False, cert
     return True, cert

@@ -59,7 +59,7 @@ class EtcdSource(SourceSupport):
 
     capability = WatchCapability.PUSH
     failure_log = log
-    failure_message = "etcd watch failure"
+    failure_detail = "etcd watch failure"
     failure_store = "etcd"
 
     def __init__(
@@ -358,8 +358,8 @@ class EtcdSource(SourceSupport):
         )
         if self._tls.skip_verify:
             log.warning(
-                "TLS verification of the etcd server is OFF (--tls-skip-verify)",
-                extra={"event": "tls_skip_verify", "store": "etcd", "source": self.description},
+                "tls_skip_verify",
+                extra={"store": "etcd", "source": self.description},
             )
             client.session.verify = False
         if self._tls.server_name:

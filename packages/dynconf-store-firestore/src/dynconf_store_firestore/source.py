@@ -63,7 +63,7 @@ class FirestoreSource(SourceSupport):
 
     capability = WatchCapability.PUSH
     failure_log = log
-    failure_message = "firestore watch failed; retrying"
+    failure_detail = "firestore watch failed; retrying"
 
     def __init__(
         self,

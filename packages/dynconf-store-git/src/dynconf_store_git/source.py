@@ -50,7 +50,7 @@ class GitSource(SourceSupport):
 
     capability = WatchCapability.CONDITIONAL
     failure_log = log
-    failure_message = "git watch check failed; retrying next interval"
+    failure_detail = "git watch check failed; retrying next interval"
 
     def __init__(
         self,
@@ -205,8 +205,11 @@ class GitSource(SourceSupport):
         """Fetch one commit at depth 1 (by ref name, so a ref that moved since is followed)."""
         if self._clone.over_ceiling(self._max_packs, self._max_cache_bytes):
             log.info(
-                "git cache over its ceiling; re-cloning",
-                extra={"event": "store_cache_compacted", "store": self.describe()},
+                "store_cache_compacted",
+                extra={
+                    "detail": "the cache is over its ceiling; re-cloning",
+                    "store": self.describe(),
+                },
             )
             self._clone.empty()
         self._ensure_repo()

@@ -274,8 +274,8 @@ class GitRunner:
         if self._tls.skip_verify and not self._skip_warned:
             self._skip_warned = True
             log.warning(
-                "git TLS verification is off (--tls-skip-verify)",
-                extra={"event": "store_tls_skip_verify", "store": self._describe},
+                "store_tls_skip_verify",
+                extra={"store": self._describe},
             )
 
     @property

@@ -183,8 +183,8 @@ def tls_context(tls: TlsSettings, description: str) -> ssl.SSLContext | None:
         ) from None
     if tls.skip_verify:
         log.warning(
-            "nats TLS verification is off (--tls-skip-verify)",
-            extra={"event": "store_tls_skip_verify", "store": description},
+            "store_tls_skip_verify",
+            extra={"store": description},
         )
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE
@@ -276,7 +276,7 @@ async def connect(
 
     async def quiet(error: Exception) -> None:
         # nats-py logs every error with a traceback by default; the source reports its own.
-        log.debug("nats client error", extra={"event": "store_client_error",
+        log.debug("store_client_error", extra={
                                               "store": settings.description,
                                               "error": type(error).__name__})  # fmt: skip
 

@@ -68,7 +68,7 @@ class NatsSource(SourceSupport):
 
     capability = WatchCapability.PUSH
     failure_log = log
-    failure_message = "nats watch failed; reconnecting"
+    failure_detail = "nats watch failed; reconnecting"
 
     def __init__(
         self,

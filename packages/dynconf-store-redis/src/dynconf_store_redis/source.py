@@ -53,7 +53,7 @@ class RedisSource(SourceSupport):
 
     capability = WatchCapability.PUSH
     failure_log = log
-    failure_message = "redis watch failure"
+    failure_detail = "redis watch failure"
     failure_store = "redis"
 
     def __init__(
@@ -205,10 +205,10 @@ class RedisSource(SourceSupport):
             answer: Any = client.config_get("notify-keyspace-events")
         except (redis_module.exceptions.ResponseError, redis_module.exceptions.AuthorizationError):
             log.warning(
-                "keyspace notifications could not be checked: CONFIG GET is not allowed; "
-                "make sure notify-keyspace-events includes K$g",
+                "redis_notifications_unverified",
                 extra={
-                    "event": "redis_notifications_unverified",
+                    "detail": "CONFIG GET is not allowed, so keyspace notifications could not "
+                    "be checked; make sure notify-keyspace-events includes K$g",
                     "store": "redis",
                     "source": self.description,
                 },

@@ -95,7 +95,7 @@ class S3Source(SourceSupport):
 
     capability = WatchCapability.CONDITIONAL
     failure_log = log
-    failure_message = "s3 watch check failed; retrying"
+    failure_detail = "s3 watch check failed; retrying"
 
     def __init__(self, settings: S3Settings, *, on_failure: FailureSink | None = None) -> None:
         self._settings = settings
@@ -173,8 +173,8 @@ class S3Source(SourceSupport):
             verify = tls.ca_file
         elif tls.skip_verify:
             log.warning(
-                "s3 TLS verification is off (--tls-skip-verify)",
-                extra={"event": "store_tls_skip_verify", "store": self.description},
+                "store_tls_skip_verify",
+                extra={"store": self.description},
             )
             verify = False
         session = botocore.session.get_session()

@@ -76,12 +76,11 @@ class VaultSource(SourceSupport):
     """
 
     failure_log = log
-    failure_message = "store_failure"
+    failure_event = "store_failure"
 
     def failure_fields(self, error: DynconfError) -> dict[str, object]:
         """Vault logs its own ``store_failure`` event (kept so existing log queries match)."""
         return {
-            "event": "store_failure",
             "kind": error.kind.value,
             "store": "vault",
             "reason": error.message,

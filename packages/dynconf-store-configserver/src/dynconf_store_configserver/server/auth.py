@@ -123,11 +123,11 @@ def _review(kube: KubernetesSettings, token: str) -> tuple[Principal | None, boo
                 timeout=10,
             )
     except (OSError, requests.exceptions.RequestException, RemoteError) as exc:
-        log.warning("tokenreview failed", extra={"event": "tokenreview_failed",
+        log.warning("tokenreview_failed", extra={
                                                  "error_type": type(exc).__name__})  # fmt: skip
         return None, False
     if response.status_code not in (200, 201):
-        log.warning("tokenreview refused", extra={"event": "tokenreview_failed",
+        log.warning("tokenreview_failed", extra={"detail": "refused",
                                                   "status": response.status_code})  # fmt: skip
         return None, False
     try:
