@@ -32,7 +32,7 @@ import hmac
 import logging
 import time
 from collections import Counter as Tally
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Final
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -58,6 +58,7 @@ NOT_FOUND: Final = b'{"error":"not_found"}'
 UNAUTHENTICATED: Final = b'{"error":"unauthenticated"}'
 UNAVAILABLE: Final = b'{"error":"unavailable"}'
 _METHODS: Final = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+Handler = Callable[[Request], Awaitable[Response]]
 
 
 class _Metrics:
@@ -115,34 +116,36 @@ def _not_found() -> Response:
     return _response(404, NOT_FOUND)
 
 
-def create_app(settings: Settings, *, registry: Registry | None = None,
-               tracing: Tracing | None = None) -> Starlette:  # fmt: skip
-    """The server for ``settings``; its lifespan loads the sections and starts their watches.
+def _unauthenticated() -> Response:
+    return _response(401, UNAUTHENTICATED, {"WWW-Authenticate": "Bearer"})
 
-    ``registry`` supplies store types and formats (the process registry when None);
-    ``tracing`` is the process's (no tracing when None), shut down by its owner.
-    """
-    tracer = tracing or Tracing()
-    documents = Documents(settings, registry, tracing=tracer)
-    authenticator = Authenticator(settings)
-    metrics = _Metrics()
-    closing = asyncio.Event()
-    streams = {"open": 0}
-    per_caller: Tally[str] = Tally()
-    scraper = (
-        hashlib.sha256(settings.metrics_token.encode()).digest()
-        if settings.metrics_token is not None
-        else None
-    )
-    sections_collector = CollectorRegistry()
-    sections_collector.register(_SectionCollector(list(documents.sections.values())))
+
+class _Server:
+    """The state one app serves from, and one method per route of :func:`create_app`'s table."""
+
+    def __init__(self, settings: Settings, registry: Registry | None, tracing: Tracing) -> None:
+        self.settings = settings
+        self.tracer = tracing
+        self.documents = Documents(settings, registry, tracing=tracing)
+        self.authenticator = Authenticator(settings)
+        self.metrics = _Metrics()
+        self.closing = asyncio.Event()
+        self.streams = {"open": 0}
+        self.per_caller: Tally[str] = Tally()
+        self.scraper = (
+            hashlib.sha256(settings.metrics_token.encode()).digest()
+            if settings.metrics_token is not None
+            else None
+        )
+        self.sections_collector = CollectorRegistry()
+        self.sections_collector.register(_SectionCollector(list(self.documents.sections.values())))
 
     def record(  # noqa: PLR0917 - one call shape for every audit line
-        request: Request, caller: str, endpoint: str, outcome: str, status: int,
+        self, request: Request, caller: str, endpoint: str, outcome: str, status: int,
         started: float, section: Section | None = None, names: tuple[str, str] | None = None,
     ) -> None:  # fmt: skip
-        metrics.requests.labels(endpoint, outcome).inc()
-        metrics.latency.labels(endpoint).observe(time.perf_counter() - started)
+        self.metrics.requests.labels(endpoint, outcome).inc()
+        self.metrics.latency.labels(endpoint).observe(time.perf_counter() - started)
         span: Span | None = getattr(request.state, "span", None)
         if span is not None:
             span.set(caller=caller, endpoint=endpoint, outcome=outcome, status=status,
@@ -157,104 +160,128 @@ def create_app(settings: Settings, *, registry: Registry | None = None,
                    "generation": section.generation if section else "-"},
         )  # fmt: skip
 
-    async def handle(request: Request) -> Response:
-        # probes are not traced: a kubelet's every-few-seconds check would drown the requests
-        if request.method == "GET" and request.url.path in ("/healthz", "/readyz"):
-            return await answer(request)
-        with tracer.span("request", method=request.method) as span:
-            request.state.span = span
-            return await answer(request)
+    # ------------------------------------------------------------------ routes
+    async def healthz(self, request: Request) -> Response:
+        if request.method != "GET":
+            return await self.not_served(request)
+        return _response(200, b'{"status":"ok"}')
 
-    async def answer(request: Request) -> Response:
+    async def readyz(self, request: Request) -> Response:
+        if request.method != "GET":
+            return await self.not_served(request)
+        sections = self.documents.sections.values()
+        ready = all(s.document is not None for s in sections)
+        stale = sum(1 for s in sections if s.stale)
+        body = f'{{"ready":{"true" if ready else "false"},"stale_sections":{stale}}}'
+        return _response(200 if ready else 503, body.encode())
+
+    async def metrics_page(self, request: Request) -> Response:
+        """The scraper's own bearer; any other caller gets what an unknown route gets."""
         started = time.perf_counter()
-        path = request.url.path
-        method = request.method
-        if method == "GET" and path == "/healthz":
-            return _response(200, b'{"status":"ok"}')
-        if method == "GET" and path == "/readyz":
-            ready = all(s.document is not None for s in documents.sections.values())
-            stale = sum(1 for s in documents.sections.values() if s.stale)
-            body = f'{{"ready":{"true" if ready else "false"},"stale_sections":{stale}}}'
-            return _response(200 if ready else 503, body.encode())
-        header = request.headers.get("authorization")
-        if method == "GET" and path == "/metrics" and _is_scraper(header):
-            record(request, "metrics-scraper", "metrics", "served", 200, started)
-            return _metrics_response()
-        principal = await authenticator.authenticate(header)
+        if request.method != "GET" or not self._is_scraper(request.headers.get("authorization")):
+            principal = await self._principal(request, started)
+            if principal is None:
+                return _unauthenticated()
+            endpoint = "metrics" if request.method == "GET" else "unknown"
+            self.record(request, principal.name, endpoint, "not-found", 404, started)
+            return _not_found()
+        self.record(request, "metrics-scraper", "metrics", "served", 200, started)
+        body = generate_latest(self.metrics.registry) + generate_latest(self.sections_collector)
+        return Response(body, media_type="text/plain; version=0.0.4; charset=utf-8")
+
+    async def document(self, request: Request) -> Response:
+        return await self._section_route(request, "document")
+
+    async def stream(self, request: Request) -> Response:
+        return await self._section_route(request, "stream")
+
+    async def not_served(self, request: Request) -> Response:
+        """Every other route or method: 401 without a credential, else the one 404."""
+        started = time.perf_counter()
+        principal = await self._principal(request, started)
         if principal is None:
-            record(request, "-", "unknown", "unauthenticated", 401, started)
-            return _response(401, UNAUTHENTICATED, {"WWW-Authenticate": "Bearer"})
-        if method != "GET":
-            record(request, principal.name, "unknown", "not-found", 404, started)
+            return _unauthenticated()
+        self.record(request, principal.name, "unknown", "not-found", 404, started)
+        return _not_found()
+
+    # ------------------------------------------------------------------ sections
+    async def _principal(self, request: Request, started: float) -> Principal | None:
+        principal = await self.authenticator.authenticate(request.headers.get("authorization"))
+        if principal is None:
+            self.record(request, "-", "unknown", "unauthenticated", 401, started)
+        return principal
+
+    async def _section_route(self, request: Request, endpoint: str) -> Response:
+        started = time.perf_counter()
+        principal = await self._principal(request, started)
+        if principal is None:
+            return _unauthenticated()
+        if request.method != "GET":
+            self.record(request, principal.name, "unknown", "not-found", 404, started)
             return _not_found()
-        if path == "/metrics":  # a tenant's credential: metrics are the scraper's
-            record(request, principal.name, "metrics", "not-found", 404, started)
-            return _not_found()
-        parts = path.strip("/").split("/")
-        if len(parts) not in (2, 3) or (len(parts) == 3 and parts[2] != "stream"):
-            record(request, principal.name, "unknown", "not-found", 404, started)
-            return _not_found()
-        endpoint = "stream" if len(parts) == 3 else "document"
-        application, profile = parts[0], parts[1]
+        application = request.path_params["application"]
+        profile = request.path_params["profile"]
         if not is_name(application) or not is_name(profile):
-            record(request, principal.name, endpoint, "malformed", 404, started)
+            self.record(request, principal.name, endpoint, "malformed", 404, started)
             return _not_found()
         names = (application, profile)
         # The grant first, then the map: a caller learns nothing about sections it cannot read.
-        section = documents.sections.get(names) if application in principal.applications else None
+        sections = self.documents.sections
+        section = sections.get(names) if application in principal.applications else None
         if section is None:
-            record(request, principal.name, endpoint, "not-found", 404, started, names=names)
+            self.record(request, principal.name, endpoint, "not-found", 404, started, names=names)
             return _not_found()
         if section.document is None:
-            record(request, principal.name, endpoint, "unavailable", 503, started, section, names)
+            self.record(request, principal.name, endpoint, "unavailable", 503, started, section,
+                        names)  # fmt: skip
             return _response(503, UNAVAILABLE, {"Retry-After": "5"})
         if endpoint == "stream":
-            return _stream(request, principal, section, started, names)
+            return self._open_stream(request, principal, section, started, names)
         headers = {"ETag": section.etag, "Cache-Control": "no-cache"}
         if section.stale:
             headers["Dynconf-Stale"] = "true"
         if _matches(request.headers.get("if-none-match"), section.etag):
-            record(request, principal.name, endpoint, "not-modified", 304, started, section, names)
+            self.record(request, principal.name, endpoint, "not-modified", 304, started, section,
+                        names)  # fmt: skip
             return Response(status_code=304, headers=headers)
-        record(request, principal.name, endpoint, "served", 200, started, section, names)
+        self.record(request, principal.name, endpoint, "served", 200, started, section, names)
         return _response(200, section.body, headers)
 
-    def _is_scraper(header: str | None) -> bool:
+    def _is_scraper(self, header: str | None) -> bool:
         token = bearer_of(header)
-        if scraper is None or token is None:
+        if self.scraper is None or token is None:
             return False
-        return hmac.compare_digest(hashlib.sha256(token.encode()).digest(), scraper)
+        return hmac.compare_digest(hashlib.sha256(token.encode()).digest(), self.scraper)
 
-    def _metrics_response() -> Response:
-        body = generate_latest(metrics.registry) + generate_latest(sections_collector)
-        return Response(body, media_type="text/plain; version=0.0.4; charset=utf-8")
-
-    def _stream(request: Request, principal: Principal, section: Section, started: float,
-                names: tuple[str, str]) -> Response:  # fmt: skip
+    # ------------------------------------------------------------------ streams
+    def _open_stream(self, request: Request, principal: Principal, section: Section,
+                     started: float, names: tuple[str, str]) -> Response:  # fmt: skip
         # the span ends when the stream opens (as the latency metric does), not when it closes
         if (
-            streams["open"] >= settings.max_stream_connections
-            or per_caller[principal.name] >= settings.max_streams_per_client
+            self.streams["open"] >= self.settings.max_stream_connections
+            or self.per_caller[principal.name] >= self.settings.max_streams_per_client
         ):
-            record(request, principal.name, "stream", "unavailable", 503, started, section, names)
+            self.record(request, principal.name, "stream", "unavailable", 503, started, section,
+                        names)  # fmt: skip
             return _response(503, UNAVAILABLE, {"Retry-After": "5"})
-        record(request, principal.name, "stream", "subscribed", 200, started, section, names)
+        self.record(request, principal.name, "stream", "subscribed", 200, started, section, names)
         resume = request.headers.get("last-event-id")
         return StreamingResponse(
-            _events(section, resume, principal.name),
+            self._events(section, resume, principal.name),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
 
-    async def _events(section: Section, resume: str | None, caller: str) -> AsyncIterator[bytes]:
-        streams["open"] += 1
-        per_caller[caller] += 1
-        metrics.subscribers.inc()
+    async def _events(self, section: Section, resume: str | None,
+                      caller: str) -> AsyncIterator[bytes]:  # fmt: skip
+        self.streams["open"] += 1
+        self.per_caller[caller] += 1
+        self.metrics.subscribers.inc()
         try:
             # Opening event: where the section stands, unless the client already has it.
             # Compared by inequality, not order: a restarted server counts from 1 again.
             sent = section.generation if resume == str(section.generation) else None
-            while not closing.is_set():
+            while not self.closing.is_set():
                 changed = section.changed
                 if section.generation != sent:
                     sent = section.generation
@@ -262,10 +289,10 @@ def create_app(settings: Settings, *, registry: Registry | None = None,
                     continue
                 with contextlib.suppress(TimeoutError):
                     waiter = asyncio.ensure_future(changed.wait())
-                    closer = asyncio.ensure_future(closing.wait())
+                    closer = asyncio.ensure_future(self.closing.wait())
                     try:
                         done, _ = await asyncio.wait(
-                            {waiter, closer}, timeout=settings.keepalive_seconds,
+                            {waiter, closer}, timeout=self.settings.keepalive_seconds,
                             return_when=asyncio.FIRST_COMPLETED,
                         )  # fmt: skip
                     finally:
@@ -274,30 +301,61 @@ def create_app(settings: Settings, *, registry: Registry | None = None,
                     if not done:
                         yield b": keep-alive\n\n"
         finally:
-            streams["open"] -= 1
-            per_caller[caller] -= 1
-            if per_caller[caller] <= 0:
-                del per_caller[caller]
-            metrics.subscribers.dec()
+            self.streams["open"] -= 1
+            self.per_caller[caller] -= 1
+            if self.per_caller[caller] <= 0:
+                del self.per_caller[caller]
+            self.metrics.subscribers.dec()
+
+    # ------------------------------------------------------------------ lifecycle
+    def traced(self, handler: Handler) -> Handler:
+        """``handler`` inside one ``request`` span (the probes are routed around this)."""
+
+        async def route(request: Request) -> Response:
+            with self.tracer.span("request", method=request.method) as span:
+                request.state.span = span
+                return await handler(request)
+
+        return route
 
     @contextlib.asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        await documents.start()
+    async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
+        await self.documents.start()
         try:
             yield
         finally:
-            closing.set()
-            await documents.stop()
+            self.closing.set()
+            await self.documents.stop()
 
-    app = Starlette(
-        routes=[Route("/{path:path}", handle, methods=_METHODS)],
-        lifespan=lifespan,
-    )
-    app.state.documents = documents
-    app.state.authenticator = authenticator
-    app.state.closing = closing
-    app.state.streams = streams
-    app.state.streams_by_caller = per_caller
+
+def create_app(settings: Settings, *, registry: Registry | None = None,
+               tracing: Tracing | None = None) -> Starlette:  # fmt: skip
+    """The server for ``settings``; its lifespan loads the sections and starts their watches.
+
+    ``registry`` supplies store types and formats (the process registry when None);
+    ``tracing`` is the process's (no tracing when None), shut down by its owner.
+
+    The route table is the whole surface. Probes are not traced (a kubelet's check every few
+    seconds would drown the requests); the last row catches every other path and method, so
+    what is not served answers one way. Slashes are never redirected: a redirect would tell
+    an unauthenticated caller which shapes are routes.
+    """
+    server = _Server(settings, registry, tracing or Tracing())
+    routes = [
+        Route("/healthz", server.healthz, methods=_METHODS),
+        Route("/readyz", server.readyz, methods=_METHODS),
+        Route("/metrics", server.traced(server.metrics_page), methods=_METHODS),
+        Route("/{application}/{profile}", server.traced(server.document), methods=_METHODS),
+        Route("/{application}/{profile}/stream", server.traced(server.stream), methods=_METHODS),
+        Route("/{path:path}", server.traced(server.not_served), methods=_METHODS),
+    ]
+    app = Starlette(routes=routes, lifespan=server.lifespan)
+    app.router.redirect_slashes = False
+    app.state.documents = server.documents
+    app.state.authenticator = server.authenticator
+    app.state.closing = server.closing
+    app.state.streams = server.streams
+    app.state.streams_by_caller = server.per_caller
     return app
 
 
