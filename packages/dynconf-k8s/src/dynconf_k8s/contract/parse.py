@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from functools import cached_property
 from typing import Any, Final, TypeVar
 
+from dynconf.stores import redact_url
 from dynconf_k8s.agent.flags import ON_DRIFT
 from dynconf_k8s.agent.notify import NotifyUrlError, parse_notify_url
 from dynconf_k8s.contract import storecheck
@@ -55,7 +56,6 @@ __all__ = [
     "image_allowed",
     "injected_container_present",
     "parse_pod",
-    "redact_userinfo",
 ]
 
 T = TypeVar("T")
@@ -95,19 +95,6 @@ def _store_memory_floor(pod: _Pod, store: str | None, value: str) -> str:
     return floor if have is not None and need is not None and have < need else value
 
 
-def redact_userinfo(value: str) -> str:
-    """Hide a URL's userinfo (the last ``@`` of the authority wins; a path's ``@`` stays)."""
-    scheme, sep, rest = value.partition("://")
-    if not sep:
-        return value
-    slash = rest.find("/")
-    authority, tail = (rest, "") if slash == -1 else (rest[:slash], rest[slash:])
-    at = authority.rfind("@")
-    if at == -1:
-        return value
-    return f"{scheme}://…@{authority[at + 1 :]}{tail}"
-
-
 def injected_container_present(spec: object) -> bool:
     """Whether the pod already carries an injected agent (the idempotence check).
 
@@ -128,7 +115,7 @@ def injected_container_present(spec: object) -> bool:
 
 def _pinned(key: str, pod: str, tier: str) -> Refusal:
     return Refusal(
-        f'{key} is "{redact_userinfo(pod)}", but {PINS_PHRASE} it to "{redact_userinfo(tier)}" '
+        f'{key} is "{redact_url(pod)}", but {PINS_PHRASE} it to "{redact_url(tier)}" '
         '— match it or drop the annotation (the installer opens the value with a "?" marker, '
         'or everything with overridable "true")'
     )
@@ -239,7 +226,7 @@ def _check_store_pins(pod: _Pod, store: str | None, suffix: str | None) -> None:
             if pod.get(mine, suffix) is not None and tier is not None and tier.pinned:
                 raise Refusal(
                     f"{annotation(mine, suffix)} is set, but {PINS_PHRASE} "
-                    f'{annotation(other, suffix)} to "{redact_userinfo(tier.text)}" — the pair '
+                    f'{annotation(other, suffix)} to "{redact_url(tier.text)}" — the pair '
                     "answers as one: drop the annotation, or restate the pinned value instead"
                 )
 
