@@ -61,6 +61,7 @@ from dynconf.notify import (
     ReloadFailed,
     Stream,
 )
+from dynconf.plugins import default_registry
 from dynconf.resolve import LoadSpec, RemoteDocument, Resolved, resolve
 from dynconf.stores import (
     Absent,
@@ -95,7 +96,6 @@ AsyncHookFn: typing.TypeAlias = Callable[[M | None, M], Awaitable[None]]
 _USAGE: Final = object()
 log = logging.getLogger("dynconf.engine")
 
-_KNOWN_EXTENSIONS = ("toml", "json", "yaml", "yml", "ini", "properties")
 _NOT_CACHED: Final = frozenset({"recovered", "replaced"})
 
 
@@ -1045,6 +1045,7 @@ class DynamicConfig(Generic[M]):
             (d.expanduser().absolute(), name) for name, dirs in self._spec.discover for d in dirs
         }
         directories = {p.parent for p in files} | {d.absolute() for d in resolved.watched_dirs()}
+        discoverable = frozenset(default_registry().discovery_extensions())
 
         def relevant(path: Path) -> bool:
             path = path.absolute()
@@ -1053,7 +1054,7 @@ class DynamicConfig(Generic[M]):
             if secrets_dir is not None and path.parent == secrets_dir:
                 return True
             stem, _, ext = path.name.rpartition(".")
-            return (path.parent, stem) in discovery and ext in _KNOWN_EXTENSIONS
+            return (path.parent, stem) in discovery and ext in discoverable
 
         def on_error(error: BaseException) -> None:
             if not isinstance(error, DynconfError):

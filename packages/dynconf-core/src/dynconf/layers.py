@@ -22,7 +22,6 @@ from dynconf.plugins import FormatType
 from dynconf.text import type_text
 
 __all__ = [
-    "DISCOVERY_EXTENSIONS",
     "SCHEMA_KEY",
     "STRICT_ENV_WORDS",
     "Contribution",
@@ -41,7 +40,6 @@ __all__ = [
 ]
 
 SCHEMA_KEY: Final = "$schema"
-DISCOVERY_EXTENSIONS: Final = ("toml", "json", "yaml", "yml", "ini", "properties")
 STRICT_ENV_WORDS: Final = frozenset({"yes", "no", "on", "off", "null", "nil", "none"})
 _ASCII_UPPER: Final = str.maketrans("abcdefghijklmnopqrstuvwxyz", "ABCDEFGHIJKLMNOPQRSTUVWXYZ")
 _ASCII_LOWER: Final = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")

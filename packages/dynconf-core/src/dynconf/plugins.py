@@ -67,7 +67,9 @@ class FormatType:
     :class:`dynconf.errors.TypeMismatchError` naming the path of anything the format cannot
     hold; ``None`` means the format is read-only. ``flat`` marks formats with no arrays and
     widening scalars (ini, properties, env): they are rendered for consumers but refused by
-    a typed round-trip save.
+    a typed round-trip save. ``discovery_rank`` orders the extensions ``discover(name,
+    dirs)`` tries (lowest first; ``None``: never discovered, as a dotenv file is the env
+    layer's input rather than a document); a plugin's format is tried after the built-ins.
     """
 
     name: str
@@ -75,6 +77,7 @@ class FormatType:
     parse: Callable[[str, Origin], Document]
     dump: Callable[[Document], str] | None = None
     flat: bool = False
+    discovery_rank: int | None = 100
 
 
 class DynconfHookSpecs:
@@ -194,6 +197,14 @@ class Registry:
     def format_for_extension(self, extension: str) -> FormatType | None:
         name = self.extensions.get(extension.lower().lstrip("."))
         return self.formats[name] if name else None
+
+    def discovery_extensions(self) -> tuple[str, ...]:
+        """The extensions ``discover`` tries, in order (the formats' own ``discovery_rank``)."""
+        ranked = sorted(
+            (fmt for fmt in self.formats.values() if fmt.discovery_rank is not None),
+            key=lambda fmt: fmt.discovery_rank or 0,
+        )
+        return tuple(ext for fmt in ranked for ext in fmt.extensions)
 
     def format_for_path(self, path: str | os.PathLike[str]) -> FormatType:
         """The format a file name's extension names; an error names the known extensions."""

@@ -35,7 +35,6 @@ from dynconf.document import (
 )
 from dynconf.errors import Origin, TypeMismatchError
 from dynconf.layers import (
-    DISCOVERY_EXTENSIONS,
     Contribution,
     EnvMatcher,
     InlineSource,
@@ -429,7 +428,7 @@ class _Loader:
                 if expanded is None:
                     continue
                 self.dirs.append(expanded)
-                for extension in DISCOVERY_EXTENSIONS:
+                for extension in self.registry.discovery_extensions():
                     candidate = expanded / f"{name}.{extension}"
                     if candidate.is_file():
                         self.file_with_variant("discovered", candidate, profile)

@@ -51,6 +51,7 @@ __all__ = [
     "TlsSettings",
     "WatchCapability",
     "format_from_key",
+    "format_refusals",
     "is_async_source",
     "redact_url",
     "redact_url_list",
@@ -306,23 +307,46 @@ class StoreType(Protocol):
         ...
 
 
-_FORMAT_BY_EXTENSION: Final = {
-    "json": "json",
-    "toml": "toml",
-    "yaml": "yaml",
-    "yml": "yaml",
-    "ini": "ini",
-    "properties": "properties",
-    "env": "env",
-}
-
-
 def format_from_key(key: str) -> str | None:
-    """The format a store key's last extension names (case-insensitive), or ``None``."""
+    """The format a store key's last extension names (case-insensitive), or ``None``.
+
+    Asked of the process's format registry, so a plugin's format is named by its key too.
+    """
+    from dynconf.plugins import default_registry  # plugins imports this module
+
     name = key.rsplit("/", 1)[-1]
     if "." not in name:
         return None
-    return _FORMAT_BY_EXTENSION.get(name.rsplit(".", 1)[-1].lower())
+    found = default_registry().format_for_extension(name.rsplit(".", 1)[-1])
+    return found.name if found is not None else None
+
+
+def format_refusals(
+    store: str, key: str, chosen: str | None, *, noun: str = "key", example: str = "json"
+) -> list[str]:
+    """The refusals of a store document's format: the key's extension or ``format=``.
+
+    Every store that reads one document from a key names its format the same way, with the
+    formats the process can read (the registry's, a plugin's included).
+    """
+    from dynconf.plugins import default_registry
+
+    registry = default_registry()
+    if chosen is None:
+        if format_from_key(key) is not None:
+            return []
+        extensions = [f".{ext}" for fmt in registry.formats.values() for ext in fmt.extensions[:1]]
+        listed = ", ".join(extensions[:-1]) + f" or {extensions[-1]}"
+        return [
+            f"the {store} key {key} has no extension naming the stored format; name the "
+            f"{noun} with {listed}, or set the format setting (format={example})"
+        ]
+    if chosen.lower() not in registry.formats:
+        return [
+            f"format={chosen} is not a format {store} documents can be stored in; use one of: "
+            f"{', '.join(registry.formats)}"
+        ]
+    return []
 
 
 def redact_url(url: str, *, lone_is_username: bool = False) -> str:

@@ -20,6 +20,7 @@ from dynconf.stores import (
     WatchCapability,
     credential_from_file,
     format_from_key,
+    format_refusals,
     redact_url,
 )
 
@@ -45,7 +46,6 @@ AUTH_METHODS: Final[Mapping[str, AuthMethod]] = {
     ),
 }
 
-FORMATS: Final = ("json", "toml", "yaml", "ini", "properties", "env")
 SETTINGS: Final = ("datacenter", "format", "wait", *HTTP_SETTINGS)
 """The ``extra`` keys a consul spec accepts."""
 
@@ -104,17 +104,9 @@ class ConsulStoreType(StoreTypeBase):
                 f"the consul key {spec.key} is a folder; name one key holding the document, "
                 "e.g. myapp/config.json"
             ]
-        chosen = spec.extra.get("format")
-        if chosen is None and format_from_key(key) is None:
-            return [
-                f"the consul key {spec.key} has no extension naming the stored format; name "
-                "the key with .json, .toml, .yaml, .ini, .properties or .env, or set the "
-                "format setting (format=json)"
-            ]
-        if chosen is not None and chosen.lower() not in FORMATS:
-            return [f"format={chosen} is not a format consul documents can be stored in; use "
-                    f"one of: {', '.join(FORMATS)}"]  # fmt: skip
-        return []
+        if spec.extra.get("format") is None and format_from_key(key) is not None:
+            return []
+        return format_refusals("consul", spec.key, spec.extra.get("format"), noun="key")
 
     @staticmethod
     def _setting_refusals(spec: StoreSpec) -> list[str]:

@@ -20,6 +20,7 @@ from dynconf.stores import (
     StoreTypeBase,
     WatchCapability,
     format_from_key,
+    format_refusals,
 )
 from dynconf_store_git.endpoint import (
     Endpoint,
@@ -50,7 +51,6 @@ AUTH_METHODS: Final[Mapping[str, AuthMethod]] = {
     ),
 }
 
-FORMATS: Final = ("json", "toml", "yaml", "ini", "properties", "env")
 SETTINGS: Final = ("cache_dir", "cache_max_bytes", "format", "known_hosts", "max_bytes",
                    USE_PROXY)  # fmt: skip
 """The ``extra`` keys a git spec accepts."""
@@ -105,17 +105,9 @@ class GitStoreType(StoreTypeBase):
         refusal = key_refusal(spec.key)
         if refusal:
             return [refusal]
-        chosen = spec.extra.get("format")
-        if chosen is None and format_from_key(spec.key) is None:
-            return [
-                f"the git key {spec.key} has no extension naming the file's format; name a "
-                "file ending .json, .toml, .yaml, .ini, .properties or .env, or set the format "
-                "setting (format=yaml)"
-            ]
-        if chosen is not None and chosen.lower() not in FORMATS:
-            return [f"format={chosen} is not a format the git store reads; use one of: "
-                    f"{', '.join(FORMATS)}"]  # fmt: skip
-        return []
+        return format_refusals(
+            "git", spec.key, spec.extra.get("format"), noun="file", example="yaml"
+        )
 
     @staticmethod
     def _setting_refusals(spec: StoreSpec) -> list[str]:

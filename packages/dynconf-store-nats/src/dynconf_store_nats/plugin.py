@@ -19,6 +19,7 @@ from dynconf.stores import (
     StoreTypeBase,
     WatchCapability,
     format_from_key,
+    format_refusals,
     redact_url_list,
 )
 
@@ -60,7 +61,6 @@ def credential_mode(spec: StoreSpec) -> str:
     return "anonymous"
 
 
-FORMATS: Final = ("json", "toml", "yaml", "ini", "properties", "env")
 SETTINGS: Final = ("format",)
 """The ``extra`` keys a nats spec accepts."""
 
@@ -162,19 +162,7 @@ class NatsStoreType(StoreTypeBase):
 
     @staticmethod
     def _format_refusals(spec: StoreSpec, key: NatsKey) -> list[str]:
-        chosen = spec.extra.get("format")
-        if chosen is None and format_from_key(key.key) is None:
-            return [
-                f"the nats key {key.key} has no extension naming the stored format; name the "
-                "key with .json, .toml, .yaml, .ini, .properties or .env, or set the format "
-                "setting (format=json)"
-            ]
-        if chosen is not None and chosen.lower() not in FORMATS:
-            return [
-                f"format={chosen} is not a format nats documents can be stored in; use one "
-                f"of: {', '.join(FORMATS)}"
-            ]
-        return []
+        return format_refusals("nats", key.key, spec.extra.get("format"), noun="key")
 
     @staticmethod
     def _auth_refusals(spec: StoreSpec) -> list[str]:

@@ -20,6 +20,7 @@ from dynconf.stores import (
     StoreTypeBase,
     WatchCapability,
     format_from_key,
+    format_refusals,
     redact_url,
 )
 
@@ -28,7 +29,6 @@ if TYPE_CHECKING:
 
 __all__ = ["PLACEHOLDER_REGION", "S3_STORE", "S3StoreType", "dynconf_stores"]
 
-FORMATS: Final = ("json", "toml", "yaml", "ini", "properties", "env")
 SETTINGS: Final = ("format", USE_PROXY)
 """The ``extra`` keys an s3 spec accepts (botocore never follows a ``Location``, so there is
 no ``follow_redirects``)."""
@@ -113,19 +113,9 @@ class S3StoreType(StoreTypeBase):
                 f"the s3 key {spec.key} is a folder; name one object holding the document, "
                 "e.g. prod/db.json"
             ]
-        chosen = spec.extra.get("format")
-        if chosen is None and format_from_key(key) is None:
-            return [
-                f"the s3 key {spec.key} has no extension naming the stored format; name the "
-                "object with .json, .toml, .yaml, .ini, .properties or .env, or set the "
-                "format setting (format=json)"
-            ]
-        if chosen is not None and chosen.lower() not in FORMATS:
-            return [
-                f"format={chosen} is not a format s3 documents can be stored in; use one of: "
-                f"{', '.join(FORMATS)}"
-            ]
-        return []
+        if spec.extra.get("format") is None and format_from_key(key) is not None:
+            return []
+        return format_refusals("s3", spec.key, spec.extra.get("format"), noun="object")
 
     @staticmethod
     def _api_url_refusals(spec: StoreSpec) -> list[str]:

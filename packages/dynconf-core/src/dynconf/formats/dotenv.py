@@ -160,4 +160,6 @@ def dump(document: Document) -> str:
     return "\n".join(body) + "\n" if body else ""
 
 
-ENV = FormatType(name="env", extensions=("env",), parse=parse, dump=dump, flat=True)
+ENV = FormatType(
+    name="env", extensions=("env",), parse=parse, dump=dump, flat=True, discovery_rank=None
+)

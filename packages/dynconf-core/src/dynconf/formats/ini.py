@@ -146,4 +146,6 @@ def dump(document: Document) -> str:
     return "\n\n".join(blocks) + "\n" if blocks else ""
 
 
-INI = FormatType(name="ini", extensions=("ini",), parse=parse, dump=dump, flat=True)
+INI = FormatType(
+    name="ini", extensions=("ini",), parse=parse, dump=dump, flat=True, discovery_rank=40
+)

@@ -86,4 +86,4 @@ def dump(document: Document) -> str:
     return json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
 
-JSON = FormatType(name="json", extensions=("json",), parse=parse, dump=dump)
+JSON = FormatType(name="json", extensions=("json",), parse=parse, dump=dump, discovery_rank=20)

@@ -250,5 +250,10 @@ def dump(document: Document) -> str:
 
 
 PROPERTIES = FormatType(
-    name="properties", extensions=("properties",), parse=parse, dump=dump, flat=True
+    name="properties",
+    extensions=("properties",),
+    parse=parse,
+    dump=dump,
+    flat=True,
+    discovery_rank=50,
 )

@@ -176,4 +176,4 @@ def dump(document: Document) -> str:
     return tomli_w.dumps(document)
 
 
-TOML = FormatType(name="toml", extensions=("toml",), parse=parse, dump=dump)
+TOML = FormatType(name="toml", extensions=("toml",), parse=parse, dump=dump, discovery_rank=10)

@@ -47,4 +47,6 @@ def dump(document: Document) -> str:
     return dump_yaml(document)
 
 
-YAML = FormatType(name="yaml", extensions=("yaml", "yml"), parse=parse, dump=dump)
+YAML = FormatType(
+    name="yaml", extensions=("yaml", "yml"), parse=parse, dump=dump, discovery_rank=30
+)
