@@ -28,6 +28,7 @@ from dynconf.stores import (
     StoreTypeBase,
     WatchCapability,
     format_from_key,
+    same_document,
 )
 from dynconf.watch import FileWatch
 
@@ -106,7 +107,7 @@ class FileSource:
                 except queue.Empty:
                     continue
                 answer = self.fetch()
-                if _same(answer, last):
+                if same_document(answer, last):
                     continue
                 last = answer
                 yield answer
@@ -117,19 +118,12 @@ class FileSource:
         """Nothing to release: every read opens and closes the file."""
 
 
-def _same(left: Fetched | Absent, right: Fetched | Absent) -> bool:
-    if isinstance(left, Absent) or isinstance(right, Absent):
-        return left is right
-    return left.text == right.text and left.format == right.format
-
-
 class FileStoreType(StoreTypeBase):
     """The ``file`` store type (no auth, no TLS: the filesystem's permissions decide)."""
 
     name = "file"
     capability = WatchCapability.PUSH
     auth_methods: Mapping[str, AuthMethod] = {}
-    blocking = True
     default_auth = None
 
     def credential_hint(self) -> str:

@@ -45,6 +45,7 @@ from dynconf.stores import (
     RemoteSource,
     WatchCapability,
     is_async_source,
+    same_document,
 )
 
 __all__ = [
@@ -53,20 +54,12 @@ __all__ = [
     "Follower",
     "Slot",
     "StoreDriver",
-    "same_answer",
 ]
 
 Answer = Fetched | Absent
 Kind = Literal["first", "delivery", "resync", "reopen", "catch_up", "join", "rebuild"]
 
 _log = logging.getLogger("dynconf.follow")
-
-
-def same_answer(left: Answer, right: Answer) -> bool:
-    """Whether two answers hold the same document (both absent, or same text and format)."""
-    if isinstance(left, Absent) or isinstance(right, Absent):
-        return isinstance(left, Absent) and isinstance(right, Absent)
-    return left.text == right.text and left.format == right.format
 
 
 def reason_of(error: BaseException) -> str:
@@ -419,7 +412,7 @@ class Follower:
             await anyio.sleep(self.interval)
         before = self.last
         answer = await self.read("catch_up")
-        if answer is None or (before is not None and same_answer(answer, before)):
+        if answer is None or (before is not None and same_document(answer, before)):
             return False
         self.put(answer, "reopen")
         return before is not None

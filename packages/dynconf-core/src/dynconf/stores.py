@@ -54,6 +54,7 @@ __all__ = [
     "format_refusals",
     "is_async_source",
     "redact_url",
+    "same_document",
     "redact_url_list",
     "report_failure",
     "report_watching",
@@ -129,6 +130,17 @@ class Absent:
 
 
 ABSENT: Final = Absent()
+
+
+def same_document(left: Fetched | Absent, right: Fetched | Absent) -> bool:
+    """Whether two answers hold the same document: both absent, or same text and format.
+
+    The one comparison every watch, follower and server uses to decide that nothing changed.
+    """
+    if isinstance(left, Absent) or isinstance(right, Absent):
+        return left is right
+    return left.text == right.text and left.format == right.format
+
 
 Answer = Fetched | Absent
 
@@ -292,7 +304,6 @@ class StoreType(Protocol):
     name: str
     capability: WatchCapability
     auth_methods: Mapping[str, AuthMethod]
-    blocking: bool
 
     def validate(self, spec: StoreSpec) -> list[str]:
         """Every refusal for this spec, each a sentence that names the fix; ``[]`` if fine."""
@@ -492,7 +503,6 @@ class StoreTypeBase:
     name: str = ""
     capability: WatchCapability = WatchCapability.INTERVAL
     auth_methods: Mapping[str, AuthMethod] = {}
-    blocking: bool = True
     default_auth: str | None = None
     """The method used when ``--auth`` is absent; ``None`` means ``--auth`` is not accepted."""
 

@@ -27,7 +27,15 @@ from typing import Any, Final
 from dynconf.errors import AuthError, DynconfError, Origin
 from dynconf.sources import SourceSupport
 from dynconf.store_http import HttpPolicy, store_session
-from dynconf.stores import ABSENT, Absent, Fetched, Pace, TlsSettings, WatchCapability
+from dynconf.stores import (
+    ABSENT,
+    Absent,
+    Fetched,
+    Pace,
+    TlsSettings,
+    same_document,
+)
+from dynconf_store_configserver.plugin import ConfigServerStoreType
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -99,7 +107,7 @@ class _StreamEnded(Exception):
 class ConfigServerSource(SourceSupport):
     """A blocking :class:`~dynconf.stores.RemoteSource` over one config-server section."""
 
-    capability = WatchCapability.PUSH
+    capability = ConfigServerStoreType.capability  # the plugin's declaration, one home
     failure_log = log
     failure_detail = "config-server watch failed; retrying"
 
@@ -271,7 +279,7 @@ class ConfigServerSource(SourceSupport):
                             continue
                         dropped = False  # resync: what changed while we were away
                     answer = self.fetch()
-                    if last is not None and not _same(answer, last):
+                    if last is not None and not same_document(answer, last):
                         yield answer
                     last = answer
                     if isinstance(event_id, str):
@@ -377,12 +385,6 @@ def _read_events(response: Any, out: queue.Queue[_Event | BaseException | None])
         out.put(None)
     except Exception as exc:
         out.put(exc)
-
-
-def _same(left: Fetched | Absent, right: Fetched | Absent) -> bool:
-    if isinstance(left, Absent) or isinstance(right, Absent):
-        return left is right
-    return left.text == right.text
 
 
 def _server_name_adapter(name: str) -> Any:

@@ -26,8 +26,9 @@ from typing import Final
 
 from dynconf.errors import AuthError, DynconfError
 from dynconf.sources import SourceSupport
-from dynconf.stores import ABSENT, Absent, Fetched, Pace, WatchCapability
+from dynconf.stores import ABSENT, Absent, Fetched, Pace, same_document
 from dynconf_store_consul.auth import Credential
+from dynconf_store_consul.plugin import ConsulStoreType
 from dynconf_store_consul.transport import Reply, Transport
 
 __all__ = ["DEFAULT_WAIT", "MAX_WAIT", "RETRY_WAIT", "ConsulSource", "FailureSink"]
@@ -48,7 +49,7 @@ log = logging.getLogger("dynconf.store.consul")
 class ConsulSource(SourceSupport):
     """A blocking :class:`~dynconf.stores.RemoteSource` over one Consul KV key."""
 
-    capability = WatchCapability.PUSH
+    capability = ConsulStoreType.capability  # the plugin's declaration, one home
     failure_log = log
     failure_detail = "consul watch query failed; retrying"
 
@@ -124,7 +125,7 @@ class ConsulSource(SourceSupport):
             if last is None:
                 last = answer
                 continue
-            if not _same(answer, last):
+            if not same_document(answer, last):
                 last = answer
                 yield answer
 
@@ -227,9 +228,3 @@ def _status_hint(code: int) -> str:
     if code >= 500:
         return "the agent or its servers are failing (an unknown datacenter answers 500); retrying"
     return "retrying"
-
-
-def _same(left: Fetched | Absent, right: Fetched | Absent) -> bool:
-    if isinstance(left, Absent) or isinstance(right, Absent):
-        return left is right
-    return left.text == right.text and left.format == right.format

@@ -24,8 +24,16 @@ from typing import TYPE_CHECKING, Any, Final
 from dynconf.errors import AuthError, DynconfError, Origin, RemoteError
 from dynconf.sources import SourceSupport
 from dynconf.store_http import HttpPolicy, store_session
-from dynconf.stores import ABSENT, Absent, Fetched, Pace, TlsSettings, WatchCapability
+from dynconf.stores import (
+    ABSENT,
+    Absent,
+    Fetched,
+    Pace,
+    TlsSettings,
+    same_document,
+)
 from dynconf_store_etcd.endpoint import Endpoint
+from dynconf_store_etcd.plugin import EtcdStoreType
 from dynconf_store_etcd.stream import STOP_SLICE, StreamEnded, StreamItem, WatchStream
 
 if TYPE_CHECKING:
@@ -57,7 +65,7 @@ class _StaleToken(Exception):
 class EtcdSource(SourceSupport):
     """Reads and watches one etcd key; ``revision`` is the key's ``mod_revision``."""
 
-    capability = WatchCapability.PUSH
+    capability = EtcdStoreType.capability  # the plugin's declaration, one home
     failure_log = log
     failure_detail = "etcd watch failure"
     failure_store = "etcd"
@@ -440,9 +448,10 @@ def _server_name_adapter(server_name: str) -> requests.adapters.HTTPAdapter:
 
 
 def _moved(last: Fetched | Absent, answer: Fetched | Absent) -> bool:
-    if isinstance(last, Absent) or isinstance(answer, Absent):
-        return last is not answer
-    return last.revision != answer.revision or last.text != answer.text
+    """A new document, or the same text at a new revision (a put of the same value)."""
+    if isinstance(last, Fetched) and isinstance(answer, Fetched):
+        return last.revision != answer.revision or not same_document(last, answer)
+    return not same_document(last, answer)
 
 
 def _b64(text: str) -> str:

@@ -26,9 +26,9 @@ from typing import Any, Final
 from dynconf.errors import AuthError, DynconfError
 from dynconf.sources import SourceSupport
 from dynconf.store_http import note_ignored_proxy
-from dynconf.stores import ABSENT, Absent, Fetched, Pace, WatchCapability
+from dynconf.stores import ABSENT, Absent, Fetched, Pace, same_document
 from dynconf_store_firestore.convert import UnconvertibleField, plain_document, rfc3339
-from dynconf_store_firestore.plugin import Target
+from dynconf_store_firestore.plugin import FirestoreStoreType, Target
 
 __all__ = ["DEFAULT_TIMEOUT", "Connection", "FailureSink", "FirestoreSource"]
 
@@ -61,7 +61,7 @@ class Connection:
 class FirestoreSource(SourceSupport):
     """A blocking :class:`~dynconf.stores.RemoteSource` over one Firestore document."""
 
-    capability = WatchCapability.PUSH
+    capability = FirestoreStoreType.capability  # the plugin's declaration, one home
     failure_log = log
     failure_detail = "firestore watch failed; retrying"
 
@@ -224,7 +224,7 @@ class FirestoreSource(SourceSupport):
                     answer = self._answer(docs[0] if docs else None)
                     if last is None:
                         last = answer
-                    elif not _same(answer, last):
+                    elif not same_document(answer, last):
                         last = answer
                         yield answer
             finally:
@@ -242,7 +242,7 @@ class FirestoreSource(SourceSupport):
                 self.report(exc)
                 pace.failed()
             else:
-                if last is not None and not _same(answer, last):
+                if last is not None and not same_document(answer, last):
                     yield answer
                 last = answer
                 self.report(self.remote_error("listener stopped; re-opening it"))
@@ -260,12 +260,6 @@ class FirestoreSource(SourceSupport):
     # ------------------------------------------------------------------ internals
     def __repr__(self) -> str:
         return f"FirestoreSource({self.description!r})"
-
-
-def _same(left: Fetched | Absent, right: Fetched | Absent) -> bool:
-    if isinstance(left, Absent) or isinstance(right, Absent):
-        return left is right
-    return left.text == right.text
 
 
 _NO_PROXY: Final = ("grpc.enable_http_proxy", 0)

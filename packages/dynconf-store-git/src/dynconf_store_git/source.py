@@ -23,9 +23,10 @@ from typing import TYPE_CHECKING, Final
 
 from dynconf.errors import AuthError, DynconfError, Origin, RemoteError
 from dynconf.sources import SourceSupport
-from dynconf.stores import ABSENT, Absent, Fetched, WatchCapability, report_watching
+from dynconf.stores import ABSENT, Absent, Fetched, report_watching, same_document
 from dynconf_store_git.cache import DEFAULT_MAX_BYTES, DEFAULT_MAX_PACKS, CloneDir
 from dynconf_store_git.endpoint import Ref, RefKind, shown_endpoint
+from dynconf_store_git.plugin import GitStoreType
 from dynconf_store_git.transport import GitRunner
 
 if TYPE_CHECKING:
@@ -48,7 +49,7 @@ log = logging.getLogger("dynconf.store.git")
 class GitSource(SourceSupport):
     """A blocking :class:`~dynconf.stores.RemoteSource` over one file in a git repository."""
 
-    capability = WatchCapability.CONDITIONAL
+    capability = GitStoreType.capability  # the plugin's declaration, one home
     failure_log = log
     failure_detail = "git watch check failed; retrying next interval"
 
@@ -126,7 +127,7 @@ class GitSource(SourceSupport):
             else:
                 report_watching(self)
                 if answer is not None:
-                    if last is not None and not _same(answer, last):
+                    if last is not None and not same_document(answer, last):
                         last = answer
                         yield answer
                     elif last is None:
@@ -351,9 +352,3 @@ def _entry(tree: Tree, name: str):  # type: ignore[no-untyped-def]
         if item.name == name:
             return item
     return None
-
-
-def _same(left: Fetched | Absent, right: Fetched | Absent) -> bool:
-    if isinstance(left, Absent) or isinstance(right, Absent):
-        return left is right
-    return left.text == right.text and left.format == right.format

@@ -29,8 +29,9 @@ from typing import TYPE_CHECKING, Any, Final
 
 from dynconf.errors import AuthError, BackendError, DynconfError, Origin, RemoteError
 from dynconf.sources import SourceSupport
-from dynconf.stores import ABSENT, Absent, Fetched, Pace, WatchCapability
+from dynconf.stores import ABSENT, Absent, Fetched, Pace
 from dynconf_store_nats.connection import ConnectSettings, HomeLoop, classify, connect
+from dynconf_store_nats.plugin import NatsStoreType
 
 if TYPE_CHECKING:
     from nats.aio.client import Client
@@ -66,7 +67,7 @@ class _Cursor:
 class NatsSource(SourceSupport):
     """An :class:`~dynconf.stores.AsyncRemoteSource` over one key of a JetStream KV bucket."""
 
-    capability = WatchCapability.PUSH
+    capability = NatsStoreType.capability  # the plugin's declaration, one home
     failure_log = log
     failure_detail = "nats watch failed; reconnecting"
 

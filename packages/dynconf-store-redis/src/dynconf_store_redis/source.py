@@ -26,8 +26,16 @@ from typing import TYPE_CHECKING, Any, Final
 
 from dynconf.errors import AuthError, DynconfError, Origin, RemoteError
 from dynconf.sources import SourceSupport
-from dynconf.stores import ABSENT, Absent, Fetched, Pace, TlsSettings, WatchCapability
+from dynconf.stores import (
+    ABSENT,
+    Absent,
+    Fetched,
+    Pace,
+    TlsSettings,
+    same_document,
+)
 from dynconf_store_redis.address import RedisAddress
+from dynconf_store_redis.plugin import RedisStoreType
 
 if TYPE_CHECKING:
     import redis
@@ -51,7 +59,7 @@ class NotificationsDisabledError(RemoteError):
 class RedisSource(SourceSupport):
     """Reads and watches one Redis string key holding a whole document."""
 
-    capability = WatchCapability.PUSH
+    capability = RedisStoreType.capability  # the plugin's declaration, one home
     failure_log = log
     failure_detail = "redis watch failure"
     failure_store = "redis"
@@ -315,9 +323,7 @@ class RedisSource(SourceSupport):
 
 
 def _moved(last: Fetched | Absent, answer: Fetched | Absent) -> bool:
-    if isinstance(last, Absent) or isinstance(answer, Absent):
-        return last is not answer
-    return last.text != answer.text
+    return not same_document(last, answer)
 
 
 def _close_quietly(closable: Any) -> None:

@@ -36,10 +36,9 @@ from dynconf.stores import (
     Fetched,
     Pace,
     TlsSettings,
-    WatchCapability,
     report_watching,
 )
-from dynconf_store_s3.plugin import PLACEHOLDER_REGION
+from dynconf_store_s3.plugin import PLACEHOLDER_REGION, S3StoreType
 
 __all__ = ["AUTH_CODES", "DEFAULT_TIMEOUT", "FailureSink", "S3Settings", "S3Source"]
 
@@ -93,7 +92,7 @@ class _Head:
 class S3Source(SourceSupport):
     """A blocking :class:`~dynconf.stores.RemoteSource` over one S3 object."""
 
-    capability = WatchCapability.CONDITIONAL
+    capability = S3StoreType.capability  # the plugin's declaration, one home
     failure_log = log
     failure_detail = "s3 watch check failed; retrying"
 

@@ -32,10 +32,10 @@ from typing import Final
 
 from dynconf.document import Document, deep_merge, fingerprint
 from dynconf.errors import DynconfError
-from dynconf.follow import Follower, FollowEvents, Slot, StoreDriver, same_answer
+from dynconf.follow import Follower, FollowEvents, Slot, StoreDriver
 from dynconf.plugins import Registry, default_registry
 from dynconf.resolve import LoadSpec, RemoteDocument, resolve
-from dynconf.stores import Absent, Fetched
+from dynconf.stores import Absent, Fetched, same_document
 from dynconf.tracing import Tracing
 from dynconf_store_configserver.server.settings import SectionSettings, Settings, StoreSettings
 
@@ -174,7 +174,7 @@ class Documents:
 
     def _store_answered(self, section: Section, feed: StoreFeed, answer: Fetched | Absent) -> None:
         feed.failing = False
-        if feed.last is not None and same_answer(answer, feed.last):
+        if feed.last is not None and same_document(answer, feed.last):
             return
         feed.last = answer
         self.request_rebuild(section)
