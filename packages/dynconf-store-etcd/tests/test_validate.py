@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from dynconf.errors import BackendError
-from dynconf.stores import StoreSpec, TlsSettings
+from dynconf.stores import StoreSpec, TlsSettings, is_async_source
 from dynconf_store_etcd import ETCD_STORE
 
 GOOD = "https://etcd.infra.svc:2379"
@@ -69,7 +69,9 @@ def test_build_refuses_an_invalid_spec_without_io() -> None:
 
 def test_store_type_declares_push_and_blocking() -> None:
     assert ETCD_STORE.capability.value == "push"
-    assert ETCD_STORE.blocking is True
+    source = ETCD_STORE.build(StoreSpec(source="etcd", endpoint=GOOD, key="k.json"))
+    assert is_async_source(source) is False  # a blocking client: the follower runs it in a thread
+    source.close()
     assert ETCD_STORE.describe(StoreSpec(source="etcd", endpoint=GOOD, key="k.json")) == (
         f"etcd {GOOD} key k.json"
     )

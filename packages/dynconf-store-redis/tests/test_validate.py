@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from dynconf.errors import BackendError
-from dynconf.stores import StoreSpec, TlsSettings
+from dynconf.stores import StoreSpec, TlsSettings, is_async_source
 from dynconf_store_redis import REDIS_STORE
 from dynconf_store_redis.address import parse_url
 
@@ -92,4 +92,8 @@ def test_url_parts_database_user_and_percent_encoded_password() -> None:
 
 def test_store_type_declares_push_and_blocking() -> None:
     assert REDIS_STORE.capability.value == "push"
-    assert REDIS_STORE.blocking is True
+    source = REDIS_STORE.build(
+        StoreSpec(source="redis", endpoint="redis://127.0.0.1:1", key="k.json")
+    )
+    assert is_async_source(source) is False  # a blocking client: the follower runs it in a thread
+    source.close()

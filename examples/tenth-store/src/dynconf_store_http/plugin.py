@@ -66,7 +66,6 @@ class HttpStoreType(StoreTypeBase):
     name = "http"
     capability = WatchCapability.CONDITIONAL
     auth_methods = AUTH_METHODS
-    blocking = True
     default_auth = "none"
 
     def credential_hint(self) -> str:

@@ -74,7 +74,6 @@ class ConfigServerStoreType(StoreTypeBase):
     name = "config-server"
     capability = WatchCapability.PUSH
     auth_methods = AUTH_METHODS
-    blocking = True
     default_auth = "none"
 
     def credential_hint(self) -> str:

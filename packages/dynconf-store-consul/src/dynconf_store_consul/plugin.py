@@ -68,7 +68,6 @@ class ConsulStoreType(StoreTypeBase):
     name = "consul"
     capability = WatchCapability.PUSH
     auth_methods = AUTH_METHODS
-    blocking = True
     default_auth = "anonymous"
 
     def credential_hint(self) -> str:

@@ -36,7 +36,6 @@ class EtcdStoreType(StoreTypeBase):
     name = "etcd"
     capability = WatchCapability.PUSH
     auth_methods: Mapping[str, AuthMethod] = {}
-    blocking = True
     default_auth = None
 
     def credential_hint(self) -> str:

@@ -118,7 +118,6 @@ class FirestoreStoreType(StoreTypeBase):
     name = "firestore"
     capability = WatchCapability.PUSH
     auth_methods = AUTH_METHODS
-    blocking = True
     default_auth = "metadata-server"
 
     def credential_hint(self) -> str:

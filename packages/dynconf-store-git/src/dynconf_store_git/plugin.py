@@ -75,7 +75,6 @@ class GitStoreType(StoreTypeBase):
     name = "git"
     capability = WatchCapability.CONDITIONAL
     auth_methods = AUTH_METHODS
-    blocking = True
     default_auth = "anonymous"
     system_known_hosts: str = SYSTEM_KNOWN_HOSTS
     """The image's host-key file (an attribute so a test can point it elsewhere)."""

@@ -136,7 +136,6 @@ class NatsStoreType(StoreTypeBase):
     name = "nats"
     capability = WatchCapability.PUSH
     auth_methods: Mapping[str, AuthMethod] = {}
-    blocking = False
     default_auth = None
 
     def credential_hint(self) -> str:

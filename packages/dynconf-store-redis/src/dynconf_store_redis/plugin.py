@@ -33,7 +33,6 @@ class RedisStoreType(StoreTypeBase):
     name = "redis"
     capability = WatchCapability.PUSH
     auth_methods: Mapping[str, AuthMethod] = {}
-    blocking = True
     default_auth = None
 
     def credential_hint(self) -> str:

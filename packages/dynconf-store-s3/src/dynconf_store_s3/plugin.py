@@ -65,7 +65,6 @@ class S3StoreType(StoreTypeBase):
     name = "s3"
     capability = WatchCapability.CONDITIONAL
     auth_methods: Mapping[str, AuthMethod] = {}
-    blocking = True
     default_auth = None
 
     def credential_hint(self) -> str:

@@ -60,7 +60,6 @@ class VaultStoreType(StoreTypeBase):
     name = "vault"
     capability = WatchCapability.CONDITIONAL
     auth_methods = AUTH_METHODS
-    blocking = True
     default_auth = "token"
 
     def store_refusals(self, spec: StoreSpec) -> list[str]:
