@@ -513,6 +513,10 @@ def test_store_down_at_start_with_a_cache_then_up(
     assert process.get("/readyz")[0] == 503
     proxy.restore()
     wait_file(out, lambda t: '"fresh"' in t, timeout=60)
+    # the file is renamed into place a moment before the agent records the render
+    deadline = time.monotonic() + 5
+    while process.get("/readyz")[0] != 200 and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert process.get("/readyz")[0] == 200
 
 

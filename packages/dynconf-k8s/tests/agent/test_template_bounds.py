@@ -60,7 +60,11 @@ def test_template_payloads_are_failed_renders_within_the_agent_memory_limit(
     )
     wait_file(target, lambda text: text == "DB=db-1\n")
     for count, payload in enumerate(PAYLOADS, 1):
-        template.write_text(payload)
+        # replaced, not rewritten in place: a render must never see a half-written template
+        # (an empty one renders an empty file, legitimately), as a ConfigMap swap ensures
+        staged = template.with_name(".staged.tpl")
+        staged.write_text(payload)
+        staged.replace(template)
         document.write_text(f"db:\n  host: db-{count + 1}\n  port: 5432\n  password: {SECRET}\n")
         process.wait_metric("render_failures_total", lambda v, c=count: v >= c, timeout=30)
         assert target.read_text() == "DB=db-1\n"

@@ -33,8 +33,9 @@ from dynconf.errors import DynconfError, Origin
 from dynconf.follow import Delivery, Follower, FollowEvents, Slot, StoreDriver, reason_of
 from dynconf.pipeline import Prepared, prepare, publish, publish_empty
 from dynconf.publish import read_published
-from dynconf.stores import Absent, Fetched, WatchCapability
+from dynconf.stores import ABSENT, Absent, Fetched, WatchCapability
 from dynconf_k8s.agent.canary import Canary
+from dynconf_k8s.agent.decide import Action, Decision, Disk, Latest, Policy, decide
 from dynconf_k8s.agent.events import EventWriter
 from dynconf_k8s.agent.flags import AgentSettings
 from dynconf_k8s.agent.metrics import AgentMetrics, AgentState
@@ -111,10 +112,15 @@ class WatchLoop:
         self.canary = Canary(settings.canary, settings.pod_name)
         self.interval = float(settings.watch or 1)
         self.slot = Slot()
+        self.latest: Prepared | Absent | None = None
+        """The newest document the store gave, rendered (or absent); None before any."""
         self.last_prepared: Prepared | None = None
+        """What this agent last published (None again after on-delete removed it)."""
+        self.published = False
+        """A document has been published since the agent started (the canary's first)."""
         self.on_disk: dict[Path, bytes] = {}
         """What this agent last wrote to each output (the drift check's reference)."""
-        self.held: Prepared | None = None
+        self.policy = Policy(settings.startup_policy, settings.on_delete, settings.on_drift)
         self.follower = Follower(
             self.driver,
             self.interval,
@@ -157,37 +163,100 @@ class WatchLoop:
         self.follower.seen(answer)
         if isinstance(answer, Absent):
             self._mark_absent()
+            self.latest = answer
             return await self._first_failed("the document is not in the store")
         try:
-            await self._render(Delivery(answer, "first", time.monotonic()), first=True)
+            await self._render(Delivery(answer, "first", time.monotonic()))
         except DynconfError as error:
             raise AgentFatal(f"the first render failed: {error}") from None
         return True
 
     async def render_now(self, answer: Fetched) -> None:
         """Render and publish one document outside the loop (init mode); raises on failure."""
-        await self._render(Delivery(answer, "first", time.monotonic()), first=True)
+        await self._render(Delivery(answer, "first", time.monotonic()))
 
     async def _first_failed(self, reason: str) -> bool:
-        policy = self.settings.startup_policy
+        disk = await anyio.to_thread.run_sync(self._startup_disk)
+        decision = self._decide(disk, starting=True)
         main = self.settings.request.main.path
-        if policy == "require-fresh":
-            raise AgentFatal(f"the first fetch failed: {reason}")
-        if policy == "allow-cached":
-            cached = read_published(main)
-            if cached is None or not cached.strip():
+        if decision.action is Action.FAIL:
+            if self.policy.startup == "allow-cached":
                 raise AgentFatal(
                     f"the first fetch failed and {main} holds nothing to serve: {reason}"
                 )
-            self.state.bump("render_failures_total")
-            log.warning("serving_cached", extra={"file": str(main), "reason": reason})
-            return False
-        written = await anyio.to_thread.run_sync(
-            lambda: publish_empty(self.settings.request, only_missing=True)
-        )
+            raise AgentFatal(f"{decision.reason}: {reason}")
         self.state.bump("render_failures_total")
-        log.warning("serving_empty", extra={"files": [str(p) for p in written], "reason": reason})
+        if decision.action is Action.EMPTY:
+            written = await anyio.to_thread.run_sync(
+                lambda: publish_empty(self.settings.request, only_missing=True)
+            )
+            log.warning(
+                "serving_empty", extra={"files": [str(p) for p in written], "reason": reason}
+            )
+        elif self.policy.startup == "allow-cached":
+            log.warning("serving_cached", extra={"file": str(main), "reason": reason})
+        else:
+            log.warning("serving_empty", extra={"files": [], "reason": reason})
         return False
+
+    def _startup_disk(self) -> Disk:
+        """What the outputs hold before this agent wrote anything (an earlier run's files)."""
+        outputs = [read_published(spec.path) for spec in self.settings.request.outputs]
+        if any(data is None for data in outputs):
+            main = read_published(self.settings.request.main.path)
+            if self.policy.startup == "allow-cached" and main is not None and main.strip():
+                return Disk.CACHED
+            return Disk.MISSING
+        main = read_published(self.settings.request.main.path)
+        return Disk.CACHED if main is not None and main.strip() else Disk.EMPTY
+
+    # ------------------------------------------------------------------ decide
+    def _latest_kind(self) -> Latest:
+        if self.latest is None:
+            return Latest.NONE
+        if isinstance(self.latest, Absent):
+            return Latest.ABSENT
+        return Latest.SAME if self.latest.unchanged_from(self.last_prepared) else Latest.NEW
+
+    def _recorded_disk(self) -> Disk:
+        """The files as this agent last wrote them (no read: a delivery's view)."""
+        if self.on_disk and all(data == b"" for data in self.on_disk.values()):
+            return Disk.EMPTY
+        return Disk.OURS
+
+    def _decide(self, disk: Disk, *, starting: bool = False) -> Decision:
+        admits = self.canary.admits()
+        self.state.canary_percent = self.canary.percent
+        return decide(
+            self._latest_kind(),
+            published=self.published,
+            disk=disk,
+            policy=self.policy,
+            canary_admits=admits,
+            starting=starting,
+        )
+
+    async def _carry_out(self, decision: Decision, *, delivered: bool) -> None:
+        """Do what :func:`~.decide.decide` chose; ``delivered``: a store answer prompted it."""
+        action = decision.action
+        self.state.canary_holding = 1 if action is Action.HOLD else 0
+        if action is Action.FAIL:
+            raise AgentFatal(decision.reason)
+        if action is Action.HOLD and delivered:
+            log.info(
+                "canary_holding",
+                extra={"bucket": self.canary.bucket, "percent": self.canary.percent},
+            )
+        elif action is Action.PUBLISH:
+            assert isinstance(self.latest, Prepared)
+            await self._publish(self.latest)
+        elif action is Action.REPAIR and self.last_prepared is not None:
+            await self._publish(self.last_prepared, repair=True)
+            log.info("drift_repaired", extra={"files": [str(p) for p in self.on_disk]})
+        elif action is Action.EMPTY:
+            await anyio.to_thread.run_sync(lambda: publish_empty(self.settings.request))
+            self.on_disk = {spec.path: b"" for spec in self.settings.request.outputs}
+            self.last_prepared = None  # a recreated document is published again
 
     # ------------------------------------------------------------------ run
     async def run(self) -> None:
@@ -247,7 +316,7 @@ class WatchLoop:
                 )
                 self._event("RenderFailed", reason)
 
-    async def _render(self, delivery: Delivery, *, first: bool = False) -> None:
+    async def _render(self, delivery: Delivery) -> None:
         answer = delivery.answer
         if isinstance(answer, Absent):
             await self._absent()
@@ -265,24 +334,15 @@ class WatchLoop:
             )
         self._present()
         self._note_lease(answer)
-        if prepared.unchanged_from(self.last_prepared):
-            self.held = None
-            self.state.canary_holding = 0
+        self.latest = prepared
+        decision = self._decide(self._recorded_disk())
+        if decision.action is Action.NOTHING and self._latest_kind() is Latest.SAME:
             level = logging.DEBUG if delivery.kind == "resync" else logging.INFO
             log.log(level, "unchanged", extra={"fingerprint": prepared.fingerprint})
-            return
-        if not first and not self.canary.admits():
-            self.state.canary_percent = self.canary.percent
-            self.held = prepared
-            self.state.canary_holding = 1
-            log.info(
-                "canary_holding",
-                extra={"bucket": self.canary.bucket, "percent": self.canary.percent},
-            )
-            return
-        self.state.canary_percent = self.canary.percent
-        await self._publish(prepared)
-        self.metrics.reconcile.observe(max(0.0, time.monotonic() - started))
+        published = decision.action is Action.PUBLISH
+        await self._carry_out(decision, delivered=True)
+        if published:
+            self.metrics.reconcile.observe(max(0.0, time.monotonic() - started))
 
     async def _publish(self, prepared: Prepared, *, repair: bool = False) -> None:
         notify = self.settings.notify
@@ -320,7 +380,7 @@ class WatchLoop:
         if repair:
             return
         self.last_prepared = prepared
-        self.held = None
+        self.published = True
         self.state.canary_holding = 0
         with self.state.lock:
             self.state.renders_total += 1
@@ -348,26 +408,20 @@ class WatchLoop:
         self.state.absent = 0
 
     async def _absent(self) -> None:
-        if not self._mark_absent():
-            return
-        policy = self.settings.on_delete
-        log.warning("document_absent", extra={"store": self.driver.describe(), "on_delete": policy})
-        self._event(
-            "DocumentAbsent",
-            f"the document is no longer in the store "
-            f"({self.driver.describe()}); on-delete is {policy}",
-        )
-        if policy == "fail":
-            raise AgentFatal("the document is no longer in the store")
-        if policy == "remove":
-            try:
-                await anyio.to_thread.run_sync(lambda: publish_empty(self.settings.request))
-            except DynconfError as error:
-                self.state.bump("render_failures_total")
-                log.warning("write_failed", extra={"reason": str(error)})
-                return
-            self.on_disk = {spec.path: b"" for spec in self.settings.request.outputs}
-            self.last_prepared = None  # a recreated document is published again
+        self.latest = ABSENT
+        if self._mark_absent():
+            policy = self.settings.on_delete
+            store = self.driver.describe()
+            log.warning("document_absent", extra={"store": store, "on_delete": policy})
+            self._event(
+                "DocumentAbsent",
+                f"the document is no longer in the store ({store}); on-delete is {policy}",
+            )
+        try:
+            await self._carry_out(self._decide(self._recorded_disk()), delivered=True)
+        except DynconfError as error:
+            self.state.bump("render_failures_total")
+            log.warning("write_failed", extra={"reason": str(error)})
 
     # ------------------------------------------------------------------ ticks
     async def _tick_forever(self) -> None:
@@ -384,13 +438,22 @@ class WatchLoop:
                 # a poll store that reports failures but not its quiet successes: no failure
                 # is a read (one that reports each poll keeps staleness exact on its own)
                 self.state.read_succeeded()
-            await self._check_drift()
+            await self._reconcile()
             await self._check_trust()
-            await self._check_canary()
 
-    async def _check_drift(self) -> None:
+    async def _reconcile(self) -> None:
+        """Every interval: look at the files, decide again, carry it out (level-based)."""
+        disk = await self._observed_disk()
+        try:
+            await self._carry_out(self._decide(disk), delivered=False)
+        except DynconfError as error:
+            self.state.bump("render_failures_total")
+            log.warning("write_failed", extra={"reason": str(error)})
+
+    async def _observed_disk(self) -> Disk:
+        """The files as they are now, against what this agent wrote; reports drift."""
         if not self.on_disk:
-            return
+            return Disk.OURS
         drifted = [
             path
             for path, data in self.on_disk.items()
@@ -398,7 +461,7 @@ class WatchLoop:
         ]
         if not drifted:
             self.state.drift = 0
-            return
+            return self._recorded_disk()
         if not self.state.drift:
             self.state.bump("drift_total")
             log.warning(
@@ -406,15 +469,7 @@ class WatchLoop:
                 extra={"files": [str(p) for p in drifted], "on_drift": self.settings.on_drift},
             )
         self.state.drift = 1
-        if self.settings.on_drift == "fail":
-            raise AgentFatal("the rendered file was written by something else")
-        if self.settings.on_drift == "repair" and self.last_prepared is not None:
-            try:
-                await self._publish(self.last_prepared, repair=True)
-                log.info("drift_repaired", extra={"files": [str(p) for p in drifted]})
-            except DynconfError as error:
-                self.state.bump("render_failures_total")
-                log.warning("write_failed", extra={"reason": str(error)})
+        return Disk.DRIFTED
 
     async def _check_trust(self) -> None:
         files = self.settings.trust_files
@@ -429,17 +484,6 @@ class WatchLoop:
         self.trust = first
         log.info("trust_material_changed", extra={"files": list(files)})
         raise _Rebuild
-
-    async def _check_canary(self) -> None:
-        admitted = self.canary.admits()
-        self.state.canary_percent = self.canary.percent
-        if self.held is not None and admitted:
-            held = self.held
-            try:
-                await self._publish(held)
-            except DynconfError as error:
-                self.state.bump("render_failures_total")
-                log.warning("write_failed", extra={"reason": str(error)})
 
     # ------------------------------------------------------------------ leases
     def _note_lease(self, answer: Fetched) -> None:
