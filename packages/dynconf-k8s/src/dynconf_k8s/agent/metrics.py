@@ -20,10 +20,11 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from dynconf_k8s.metrics_port import CONTENT_TYPE
+
 __all__ = ["CONTENT_TYPE", "PREFIX", "SERIES", "AgentState", "AgentMetrics"]
 
 PREFIX: Final = "dynamic_config_agent"
-CONTENT_TYPE: Final = "text/plain; version=0.0.4"
 RECONCILE_BUCKETS: Final = (0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 15.0, 60.0)
 
 SERIES: Final = (

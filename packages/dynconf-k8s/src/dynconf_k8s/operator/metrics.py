@@ -22,6 +22,8 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
+from dynconf_k8s.metrics_port import CONTENT_TYPE
+
 __all__ = [
     "CONTENT_TYPE",
     "METRICS_ADDR_ENV",
@@ -33,7 +35,6 @@ __all__ = [
 ]
 
 PREFIX: Final = "dynamic_config_operator"
-CONTENT_TYPE: Final = "text/plain; version=0.0.4"
 METRICS_ADDR_ENV: Final = "DYNAMIC_CONFIG_OPERATOR_METRICS_ADDR"
 DEFAULT_ADDR: Final = "0.0.0.0:9090"
 RECONCILE_BUCKETS: Final = (0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 15.0, 60.0)
