@@ -34,6 +34,7 @@ from dynconf.cache import CacheMode, LastKnownGood
 from dynconf.concurrency import run_blocking
 from dynconf.diagnostics import (
     Change,
+    FieldError,
     Report,
     ResolvedLeaf,
     Snapshot,
@@ -44,6 +45,7 @@ from dynconf.document import Document, Value, fingerprint, has_path, leaf_paths
 from dynconf.errors import (
     BackendError,
     DynconfError,
+    InvalidError,
     MissingError,
     NotInitialisedError,
     Origin,
@@ -264,6 +266,24 @@ class DynamicConfig(Generic[M]):
         self._events: Broadcast[ConfigEvent] = Broadcast()
         self.current = self._not_initialised
         _LIVE.add(self)
+
+    @classmethod
+    def from_spec_file(
+        cls, path: str | Path, model: type[M] | None = None, *, secrets: Collection[str] = ()
+    ) -> DynamicConfig[M]:
+        """A configuration whose sources are a ``dynconf resolve`` spec file (see
+        :mod:`dynconf.spec`), so the service and ``dynconf check --spec`` read one list."""
+        from dynconf.spec import load_spec_file
+
+        spec = load_spec_file(Path(path))
+        config = cls(model, spec.key, secrets=secrets)
+        config._spec = spec
+        return config
+
+    @property
+    def last_known_good(self) -> LastKnownGood | None:
+        """The :meth:`cache` file of this configuration, if it has one."""
+        return self._cache
 
     @classmethod
     def from_settings(cls, settings_cls: type[Any], key: str = "") -> DynamicConfig[Any]:
@@ -708,10 +728,20 @@ class DynamicConfig(Generic[M]):
         """Which layer supplied the installed value at ``path`` (``None`` if nothing did)."""
         return self._resolved().source_of(path)
 
+    def resolve(self) -> Resolved:
+        """Read the sources now (the remote layer as last fetched), validating and
+        installing nothing: what the next reload would start from."""
+        return resolve(self._spec_for_load())
+
+    @property
+    def secret_paths(self) -> frozenset[str]:
+        """The paths masked in ``explain`` and dropped by a redacted cache."""
+        return self._secrets
+
     def is_set(self, path: str) -> bool:
         """Whether any source supplies ``path`` now (the sources are read again, so it
         answers before ``init()`` and after a refused reload)."""
-        return has_path(resolve(self._spec_for_load()).section, path)
+        return has_path(self.resolve().section, path)
 
     def check(self) -> Report:
         """Would the sources load now, and which keys does the model not declare?
@@ -719,7 +749,7 @@ class DynamicConfig(Generic[M]):
         Reads the sources and validates, installing nothing and recording no refusal.
         """
         try:
-            resolved = resolve(self._spec_for_load())
+            resolved = self.resolve()
         except DynconfError as error:
             return Report(self.key, (), (), str(error), error.kind.value, error.path)
         leaves = tuple(
@@ -731,6 +761,13 @@ class DynamicConfig(Generic[M]):
             self._adapter.validate(resolved.section, key=self.key)
         except DynconfError as error:
             failure = error
+        field_errors: list[FieldError] = []
+        for entry in failure.errors if isinstance(failure, InvalidError) else ():
+            loc = entry.get("loc")
+            path = ".".join(str(part) for part in loc) if isinstance(loc, tuple) else ""
+            field_errors.append(
+                FieldError(path, str(entry.get("msg") or ""), resolved.source_of(path))
+            )
         return Report(
             key=self.key,
             resolved=leaves,
@@ -739,6 +776,7 @@ class DynamicConfig(Generic[M]):
             failure_kind=None if failure is None else failure.kind.value,
             failure_path=None if failure is None else failure.path,
             unknown_checked=unknown is not None,
+            field_errors=tuple(field_errors),
         )
 
     def snapshot(self) -> Snapshot:
