@@ -340,7 +340,7 @@ def render_diff(answer: dict[str, Any], show_values: bool) -> str:
     if count == 0 and not answer["values_moved"]:
         lines.append("  no differences")
     elif count:
-        lines.append(f"  {count} path{'s' if count != 1 else ''} differ")
+        lines.append(f"  {count} path differs" if count == 1 else f"  {count} paths differ")
     if answer["mode"] == CacheMode.REDACTED.value:
         lines.append("  secret paths are not compared (the cache is redacted)")
     if show_values and answer["mode"] == CacheMode.FINGERPRINT.value:
