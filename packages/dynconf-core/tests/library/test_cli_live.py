@@ -284,3 +284,16 @@ def test_usage_error_is_one_line_exit_2(service: Service, args: list[str], says:
     assert result.returncode == 2
     assert says in result.stderr
     assert result.stdout == ""
+
+
+def test_python_dash_m_dynconf_is_the_same_command(service: Service) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "dynconf", "diff", "--model", "service:config"],
+        cwd=service.directory,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "no differences" in result.stdout
