@@ -283,6 +283,7 @@ async def _render_and_follow(
 def _cmd_live(args: argparse.Namespace) -> int:
     from dynconf.cli_live import EXIT_USAGE, UsageError, run
 
+    configure_logging(stream=sys.stderr)  # stdout is the answer (and --json must parse)
     try:
         return run(args.command, args)
     except UsageError as error:

@@ -196,6 +196,19 @@ def test_check_is_exit_0_when_the_sources_load_clean(service: Service) -> None:
     assert answer["would_load"] and answer["exit"] == 0 and not answer["unknown"]
 
 
+def test_json_answer_stays_parseable_when_the_service_module_logs(service: Service) -> None:
+    module = service.directory / "noisy.py"
+    module.write_text(
+        "import logging\nfrom service import config\n"
+        'logging.getLogger("dynconf.noisy").warning("imported")\n',
+        encoding="utf-8",
+    )
+    result = dynconf(service.directory, "diff", "--model", "noisy:config", "--json")
+    assert result.returncode == 0
+    assert json.loads(result.stdout)["changes"] == []
+    assert '"event": "imported"' in result.stderr
+
+
 def test_explain_names_the_winning_layer_and_whether_the_process_agrees(service: Service) -> None:
     result = dynconf(
         service.directory, "explain", "port", "--model", "service:config", SVC_DB_PORT="7000"
