@@ -250,6 +250,22 @@ def test_diff_against_a_fingerprint_cache_reports_keys_and_moved_values(tmp_path
     assert "  user added" in added.stdout
 
 
+def test_a_dynamic_config_class_names_its_own_sources_model_and_cache(service: Service) -> None:
+    (service.directory / "declared.py").write_text(
+        "from pydantic import BaseModel, SecretStr\n"
+        "from dynconf import Configured, dynamic_config\n\n\n"
+        '@dynamic_config(key="db", files=["config.toml"], env="SVC_", cache="last-good.json")\n'
+        "class Database(Configured, BaseModel):\n"
+        "    host: str\n    port: int\n    password: SecretStr\n",
+        encoding="utf-8",
+    )
+    service.edit("port = 5432", "port = 6543")
+    result = dynconf(service.directory, "diff", "--model", "declared:Database")
+    assert result.returncode == 1
+    assert "  port changed" in result.stdout
+    assert "secret paths are not compared" in result.stdout
+
+
 def test_spec_and_model_class_type_a_load_the_service_did_not_build(service: Service) -> None:
     (service.directory / "spec.json").write_text(
         json.dumps({"key": "db", "files": ["config.toml"], "env_prefix": "SVC_"}),
