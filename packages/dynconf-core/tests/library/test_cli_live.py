@@ -266,6 +266,29 @@ def test_a_dynamic_config_class_names_its_own_sources_model_and_cache(service: S
     assert "secret paths are not compared" in result.stdout
 
 
+def test_a_fresh_load_fetches_the_remote_layer_as_the_service_does(service: Service) -> None:
+    store = service.directory / "store.json"
+    store.write_text('{"db": {"pool": 4}}', encoding="utf-8")
+    (service.directory / "remote.py").write_text(
+        "from pathlib import Path\n"
+        "from dynconf import DynamicConfig\n"
+        "from dynconf.file_store import FileSource\n\n"
+        'config = DynamicConfig(None, "db", secrets=["password"]).file("config.toml")\n'
+        'config.remote(FileSource(Path("store.json").absolute(), "json"))\n'
+        'config.cache("remote-good.json")\n',
+        encoding="utf-8",
+    )
+    subprocess.run(  # the service's start: fetch the store, install, write the cache
+        [sys.executable, "-c", "import remote; remote.config.init()"],
+        cwd=service.directory,
+        check=True,
+    )
+    store.write_text('{"db": {"pool": 8}}', encoding="utf-8")
+    result = dynconf(service.directory, "diff", "--model", "remote:config", "--show-values")
+    assert result.returncode == 1
+    assert "  pool changed: 4 -> 8" in result.stdout
+
+
 def test_spec_and_model_class_type_a_load_the_service_did_not_build(service: Service) -> None:
     (service.directory / "spec.json").write_text(
         json.dumps({"key": "db", "files": ["config.toml"], "env_prefix": "SVC_"}),
