@@ -307,6 +307,21 @@ def test_spec_and_model_class_type_a_load_the_service_did_not_build(service: Ser
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+def test_an_untyped_spec_masks_the_paths_named_by_secret(service: Service) -> None:
+    (service.directory / "spec.json").write_text(
+        json.dumps({"key": "db", "files": ["config.toml"]}), encoding="utf-8"
+    )
+    masked = dynconf(
+        service.directory,
+        *("explain", "password", "--spec", "spec.json", "--secret", "password", "--show-values"),
+    )
+    assert masked.returncode == 0
+    assert masked.stdout.splitlines()[0] == 'password = "***" (in config.toml)'
+    checked = dynconf(service.directory, "check", "--spec", "spec.json")
+    assert checked.returncode == 0
+    assert "unknown keys: not checked (no model)" in checked.stdout
+
+
 @pytest.mark.parametrize(
     ("args", "says"),
     [
