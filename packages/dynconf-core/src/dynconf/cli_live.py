@@ -39,7 +39,7 @@ from dynconf.document import Document, Value, get_path, split_path
 from dynconf.errors import DynconfError
 from dynconf.resolve import MASK
 
-__all__ = ["EXIT_OK", "EXIT_PROBLEM", "EXIT_USAGE", "Target", "UsageError", "run"]
+__all__ = ["EXIT_OK", "EXIT_PROBLEM", "EXIT_USAGE", "Answer", "Target", "UsageError", "run"]
 
 EXIT_OK: Final = 0
 EXIT_PROBLEM: Final = 1
@@ -48,6 +48,15 @@ EXIT_USAGE: Final = 2
 
 class UsageError(Exception):
     """The command cannot run as asked (exit 2); the message names the flag and the fix."""
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One command's result: the exit code, the answer as data (``--json``) and as text."""
+
+    code: int
+    data: dict[str, Any]
+    text: str
 
 
 @dataclass(frozen=True)
@@ -178,7 +187,7 @@ def _show(value: Value) -> str:
 
 
 # ---------------------------------------------------------------------------- explain
-def explain(target: Target, path: str, show_values: bool) -> tuple[int, dict[str, Any]]:
+def explain(target: Target, path: str, show_values: bool) -> Answer:
     config = target.config
     try:
         split_path(path)
@@ -213,7 +222,7 @@ def explain(target: Target, path: str, show_values: bool) -> tuple[int, dict[str
             "mode": stored.mode.value,
             "agrees": _agrees(target, stored, path),
         }
-    return (EXIT_OK if explanation.found else EXIT_PROBLEM), answer
+    return Answer(EXIT_OK if explanation.found else EXIT_PROBLEM, answer, render_explain(answer))
 
 
 def _agrees(target: Target, stored: Stored, path: str) -> str:
@@ -257,7 +266,7 @@ def render_explain(answer: dict[str, Any]) -> str:
 
 
 # ---------------------------------------------------------------------------- check
-def check(target: Target) -> tuple[int, dict[str, Any]]:
+def check(target: Target) -> Answer:
     _fetch_remote(target.config)
     report = target.config.check()
     answer: dict[str, Any] = {
@@ -279,13 +288,12 @@ def check(target: Target) -> tuple[int, dict[str, Any]]:
             {"path": leaf.path, "origin": None if leaf.origin is None else str(leaf.origin)}
             for leaf in report.resolved
         ],
-        "_text": str(report),
     }
-    return (EXIT_OK if report.is_clean else EXIT_PROBLEM), answer
+    return Answer(EXIT_OK if report.is_clean else EXIT_PROBLEM, answer, f"{report}\n")
 
 
 # ---------------------------------------------------------------------------- diff
-def diff(target: Target, show_values: bool) -> tuple[int, dict[str, Any]]:
+def diff(target: Target, show_values: bool) -> Answer:
     stored = _stored(target, required=True)
     assert stored is not None
     assert target.snapshot is not None
@@ -300,7 +308,7 @@ def diff(target: Target, show_values: bool) -> tuple[int, dict[str, Any]]:
     if not report.would_load:
         answer["refused"] = report.failure
         answer["changes"] = []
-        return EXIT_PROBLEM, answer
+        return Answer(EXIT_PROBLEM, answer, render_diff(answer, show_values))
     section = config.resolve().section
     drift: CacheDrift = target.snapshot.compare(stored, section)
     fresh = target.snapshot.visible(section, stored.mode)
@@ -316,7 +324,8 @@ def diff(target: Target, show_values: bool) -> tuple[int, dict[str, Any]]:
         changes.append(entry)
     answer["changes"] = changes
     answer["values_moved"] = drift.values_moved
-    return (EXIT_OK if drift.same else EXIT_PROBLEM), answer
+    code = EXIT_OK if drift.same else EXIT_PROBLEM
+    return Answer(code, answer, render_diff(answer, show_values))
 
 
 def render_diff(answer: dict[str, Any], show_values: bool) -> str:
@@ -354,16 +363,14 @@ def run(command: str, args: Any) -> int:
     ``DynconfError`` propagate for it to print."""
     target = target_from(args.model, args.spec, args.snapshot, args.secret or [])
     if command == "explain":
-        code, answer = explain(target, args.path, args.show_values)
-        text = render_explain(answer)
+        answer = explain(target, args.path, args.show_values)
     elif command == "check":
-        code, answer = check(target)
-        text = answer["_text"] + "\n"
+        answer = check(target)
     else:
-        code, answer = diff(target, args.show_values)
-        text = render_diff(answer, args.show_values)
-    answer.pop("_text", None)
+        answer = diff(target, args.show_values)
     if args.json:
-        text = json.dumps({**answer, "exit": code}, sort_keys=True, indent=2, default=str) + "\n"
-    sys.stdout.write(text)
-    return code
+        data = {**answer.data, "exit": answer.code}
+        sys.stdout.write(json.dumps(data, sort_keys=True, indent=2, default=str) + "\n")
+    else:
+        sys.stdout.write(answer.text)
+    return answer.code
