@@ -109,10 +109,10 @@ def target_from(
         if secrets:
             raise UsageError("--secret is for --spec; the model already says what is secret")
     elif spec is None:
-        what = "nothing" if model is None else f"{model}, which has no sources of its own"
+        what = "" if model is None else f"{model} has no sources of its own; "
         raise UsageError(
-            f"there is no configuration to read: --model names {what}; name a DynamicConfig "
-            "(--model module:config) or give --spec FILE"
+            f"{what}name the service's configuration with --model module:config (a "
+            "DynamicConfig or a @dynamic_config class), or give --spec FILE"
         )
     else:
         if found is not None and not isinstance(found, type):

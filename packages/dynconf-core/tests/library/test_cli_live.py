@@ -327,7 +327,8 @@ def test_an_untyped_spec_masks_the_paths_named_by_secret(service: Service) -> No
     [
         (["diff", "--model", "nowhere:config"], "the module nowhere cannot be imported"),
         (["diff", "--model", "service"], "--model takes module:attribute"),
-        (["diff", "--model", "service:Db"], "give --spec FILE"),
+        (["diff", "--model", "service:Db"], "service:Db has no sources of its own"),
+        (["check"], "name the service's configuration with --model module:config"),
         (["diff", "--model", "service:config", "--spec", "x.json"], "drop --spec"),
         (
             ["diff", "--model", "service:config", "--snapshot", "gone.json"],
@@ -340,6 +341,7 @@ def test_an_untyped_spec_masks_the_paths_named_by_secret(service: Service) -> No
         "no-module",
         "no-colon",
         "no-sources",
+        "nothing",
         "two-sources",
         "no-snapshot",
         "not-a-cache",
