@@ -1,7 +1,9 @@
-"""Every ```python block in the docs runs, as written, and does what its page says.
+"""Every ```python and ```console block in the docs runs, as written, and does what its
+page says.
 
-A block is extracted from ``docs/*.md``, ``README.md`` and ``packages/*/README.md`` and run
-in a fresh interpreter, in an empty temporary directory, with ``REPO`` in its environment.
+A block is extracted from ``docs/*.md`` (the library pages ``docs/library*.md`` among them),
+``README.md`` and ``packages/*/README.md`` and run in a fresh interpreter, in an empty
+temporary directory, with ``REPO`` in its environment; a failure is named ``page:line``.
 What a block needs that the page leaves to the reader (a file it reads, a name it calls, a
 check of what it promised) is declared right above it, in an HTML comment the rendered page
 does not show — a YAML mapping after ``docs-test``:
@@ -19,7 +21,15 @@ does not show — a YAML mapping after ``docs-test``:
 
 or ``<!-- docs-test not run: <reason> -->`` for a block that needs a real cluster or store;
 such a block is still compiled, so it is at least valid Python. Keep those rare and say why.
-A block with no comment runs on its own.
+A block with no comment runs on its own. The mapping may also say ``pytest: true``: the block
+is then a test module, written to ``test_block.py`` and run by pytest (with the dynconf
+plugin), and passes when every test in it passes.
+
+A ```console block is a shell session: each ``$ command`` line runs in bash (the workspace's
+``bin`` first on ``PATH``, so ``dynconf`` is the installed console script), one script per
+block, after the ``files`` and the ``prelude`` (python, run first in its own interpreter);
+the other lines are the expected output of stdout and stderr together, line for line, where
+``...`` in a line matches any text (a time, an age). ``echo $?`` shows an exit code.
 
 The book-manifest extraction (``scripts/extract_book_manifests.py``) finds YAML manifests in
 the book's prose; Markdown fences need none of its heuristics, so the extraction here is a
@@ -41,7 +51,7 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 PAGES = sorted([*REPO.glob("docs/*.md"), REPO / "README.md", *REPO.glob("packages/*/README.md")])
-FENCE = re.compile(r"^```python[ \t]*\n(.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
+FENCE = re.compile(r"^```(python|console)[ \t]*\n(.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
 MARKER = "docs-test"
 NOT_RUN = re.compile(r"\A\s*not run:\s*(\S.*?)\s*\Z", re.DOTALL)
 TIMEOUT = 60.0
@@ -56,6 +66,8 @@ class Block:
     prelude: str = ""
     after: str = ""
     not_run: str | None = None
+    pytest: bool = False
+    language: str = "python"
 
     @property
     def name(self) -> str:
@@ -75,10 +87,10 @@ def _fixture(page: Path, line: int, before: str) -> dict[str, Any]:
     if skipped is not None:
         return {"not_run": skipped.group(1)}
     loaded = yaml.safe_load(body) or {}
-    unknown = set(loaded) - {"files", "prelude", "after"}
+    unknown = set(loaded) - {"files", "prelude", "after", "pytest"}
     assert isinstance(loaded, dict) and not unknown, (
-        f"{page.relative_to(REPO)}:{line}: a docs-test comment holds files, prelude and after "
-        f"only (not {sorted(unknown)})"
+        f"{page.relative_to(REPO)}:{line}: a docs-test comment holds files, prelude, after "
+        f"and pytest only (not {sorted(unknown)})"
     )
     return loaded
 
@@ -90,7 +102,7 @@ def blocks() -> list[Block]:
         for match in FENCE.finditer(text):
             line = text.count("\n", 0, match.start()) + 1
             fixture = _fixture(page, line, text[: match.start()])
-            found.append(Block(page, line, match.group(1), **fixture))
+            found.append(Block(page, line, match.group(2), language=match.group(1), **fixture))
     return found
 
 
@@ -101,15 +113,86 @@ def test_the_docs_have_python_blocks() -> None:
     assert len(BLOCKS) >= 5
 
 
+def _environment() -> dict[str, str]:
+    bin_dir = str(Path(sys.executable).parent)
+    return {
+        **os.environ,
+        "REPO": str(REPO),
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
+
+
+def _run(command: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        command,
+        cwd=cwd,
+        env={**_environment(), **env},
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=False,
+    )
+
+
+def _matches(expected: str, actual: str) -> bool:
+    pattern = ".*".join(re.escape(part) for part in expected.split("..."))
+    return re.fullmatch(pattern, actual) is not None
+
+
+def _run_console(block: Block, cwd: Path) -> None:
+    commands: list[str] = []
+    expected: list[str] = []
+    for line in block.code.splitlines():
+        if line.startswith("$ "):
+            commands.append(line[2:])
+        else:
+            expected.append(line)
+    result = _run(["bash", "-c", "exec 2>&1\n" + "\n".join(commands)], cwd)
+    actual = result.stdout.splitlines()
+    mismatch = next(
+        (
+            i
+            for i, (want, got) in enumerate(zip(expected, actual, strict=False))
+            if not _matches(want, got)
+        ),
+        None if len(expected) == len(actual) else min(len(expected), len(actual)),
+    )
+    assert mismatch is None, (
+        f"{block.name}: output line {mismatch + 1} differs from the page\n"
+        f"page:\n{chr(10).join(expected)}\nactual:\n{result.stdout}"
+    )
+
+
 @pytest.mark.parametrize("block", BLOCKS, ids=[block.name for block in BLOCKS])
 def test_docs_python_block_runs(block: Block, tmp_path: Path) -> None:
-    compile(block.code, block.name, "exec")
+    if block.language == "python":
+        compile(block.code, block.name, "exec")
     if block.not_run is not None:
         pytest.skip(f"not run: {block.not_run}")
     for name, content in block.files.items():
         target = tmp_path / name
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(content, encoding="utf-8")
+    if block.pytest or block.language == "console":
+        if block.prelude:
+            ran = _run([sys.executable, "-c", block.prelude], tmp_path)
+            assert ran.returncode == 0, f"{block.name} (prelude) failed:\n{ran.stderr[-4000:]}"
+        if block.language == "console":
+            _run_console(block, tmp_path)
+        else:
+            (tmp_path / "test_block.py").write_text(block.code, encoding="utf-8")
+            ran = _run(
+                [sys.executable, "-m", "pytest", "-q", "-p", "dynconf.pytest_plugin",
+                 "-p", "no:cacheprovider", "test_block.py"],
+                tmp_path,
+                PYTEST_DISABLE_PLUGIN_AUTOLOAD="1",  # the plugin once, by the -p above
+            )  # fmt: skip
+            assert ran.returncode == 0, f"{block.name} (pytest) failed:\n{ran.stdout[-4000:]}"
+        if block.after:
+            ran = _run([sys.executable, "-c", block.after], tmp_path)
+            assert ran.returncode == 0, f"{block.name} (after) failed:\n{ran.stderr[-4000:]}"
+        return
     program = "\n".join(
         f"exec(compile({part!r}, {f'{block.name} ({what})'!r}, 'exec'))"
         for what, part in (
@@ -119,14 +202,5 @@ def test_docs_python_block_runs(block: Block, tmp_path: Path) -> None:
         )
         if part
     )
-    env = {**os.environ, "REPO": str(REPO), "PYTHONDONTWRITEBYTECODE": "1"}
-    result = subprocess.run(
-        [sys.executable, "-c", program],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-        check=False,
-    )
+    result = _run([sys.executable, "-c", program], tmp_path)
     assert result.returncode == 0, f"{block.name} failed:\n{result.stderr[-4000:]}"

@@ -22,16 +22,18 @@ Three modes:
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Final
 
+from dynconf.diagnostics import Change, changed_paths
 from dynconf.document import Document, deep_copy, fingerprint, leaf_paths, split_path
-from dynconf.errors import BackendError, DynconfError, Origin
+from dynconf.errors import BackendError, DynconfError, IoError, MissingError, Origin
 from dynconf.plugins import default_registry
 from dynconf.publish import publish_file
 
-__all__ = ["CACHE_FILE_MODE", "CACHE_MARKER", "CacheMode", "LastKnownGood"]
+__all__ = ["CACHE_FILE_MODE", "CACHE_MARKER", "CacheDrift", "CacheMode", "LastKnownGood", "Stored"]
 
 CACHE_MARKER: Final = "__dynamic_config_cache"
 CACHE_VERSION: Final = 1
@@ -50,6 +52,35 @@ class CacheMode(StrEnum):
     def _missing_(cls, value: object) -> CacheMode:
         names = ", ".join(repr(member.value) for member in cls)
         raise ValueError(f"{value!r} is not a cache mode; use one of {names}")
+
+
+@dataclass(frozen=True, slots=True)
+class Stored:
+    """What a cache file holds: its mode, the section (``None`` for a fingerprint cache),
+    and, for a fingerprint cache, the leaf paths and the fingerprint it recorded."""
+
+    mode: CacheMode
+    section: Document | None
+    keys: tuple[str, ...] = ()
+    fingerprint: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class CacheDrift:
+    """How a section differs from what the cache holds, as the cache can tell it.
+
+    ``changes`` are leaf paths (never values). A redacted cache compares every path but
+    the secret ones; a fingerprint cache knows paths only, so a value that moved under an
+    unchanged key set is ``values_moved`` with no path to name.
+    """
+
+    mode: CacheMode
+    changes: tuple[Change, ...]
+    values_moved: bool = False
+
+    @property
+    def same(self) -> bool:
+        return not self.changes and not self.values_moved
 
 
 def _drop(document: Document, path: str) -> None:
@@ -87,10 +118,7 @@ class LastKnownGood:
         if self.mode is CacheMode.FINGERPRINT:
             kept: Document = {"fingerprint": fingerprint(section), "keys": leaf_paths(section)}
         else:
-            kept = deep_copy(section)
-            if self.mode is CacheMode.REDACTED:
-                for path in sorted(self.secrets, key=len, reverse=True):
-                    _drop(kept, path)
+            kept = self.visible(section)
         kept[CACHE_MARKER] = marker
         return {"cached": kept}
 
@@ -117,6 +145,10 @@ class LastKnownGood:
             document = self.format.parse(text, Origin.file(str(self.path)))
         except (OSError, UnicodeDecodeError, DynconfError):
             return None
+        return self._cached(document)
+
+    @staticmethod
+    def _cached(document: Document) -> Document | None:
         cached = document.get("cached")
         if not isinstance(cached, dict):
             return None
@@ -124,6 +156,76 @@ class LastKnownGood:
         if not isinstance(marker, dict) or marker.get("version") != CACHE_VERSION:
             return None
         return cached
+
+    def stored(self) -> Stored:
+        """The cache file as written, for a reader outside the process (``dynconf diff``).
+
+        Unlike the start-up path, which falls back quietly, this raises: a missing file is
+        a :class:`~dynconf.errors.MissingError`, anything else that is not a cache of this
+        version a :class:`~dynconf.errors.BackendError`; neither message holds a value.
+        """
+        origin = Origin.file(str(self.path))
+        try:
+            text = self.path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise MissingError(
+                f"the snapshot file {self.path} does not exist; the process writes it after "
+                "its first install when built with cache(path, mode): name that path",
+                origin=origin,
+            ) from None
+        except (OSError, UnicodeDecodeError) as error:
+            reason = getattr(error, "strerror", None) or type(error).__name__
+            raise IoError(
+                f"the snapshot file {self.path} cannot be read ({reason}); run as the "
+                "service's user or check the path",
+                origin=origin,
+            ) from None
+        cached = self._cached(self.format.parse(text, origin))
+        if cached is None:
+            raise BackendError(
+                f"{self.path} is not a dynconf cache file (version {CACHE_VERSION}); name "
+                "the file the process's cache(path, mode) writes",
+                origin=origin,
+            )
+        try:
+            mode = CacheMode(cached[CACHE_MARKER].get("mode"))
+        except ValueError:
+            raise BackendError(
+                f"{self.path} names no known cache mode; let the process rewrite it",
+                origin=origin,
+            ) from None
+        if mode is CacheMode.FINGERPRINT:
+            keys = cached.get("keys")
+            return Stored(
+                mode,
+                None,
+                tuple(str(k) for k in keys) if isinstance(keys, list) else (),
+                str(cached.get("fingerprint") or ""),
+            )
+        section = dict(cached)
+        del section[CACHE_MARKER]
+        return Stored(mode, section)
+
+    def compare(self, stored: Stored, section: Document) -> CacheDrift:
+        """How ``section`` (a fresh load) differs from ``stored``, seen through the stored
+        mode: a redacted cache is compared with ``section`` redacted the same way."""
+        if stored.section is None:
+            before, after = set(stored.keys), set(leaf_paths(section))
+            changes = [Change(path, "removed") for path in before - after]
+            changes += [Change(path, "added") for path in after - before]
+            changes.sort(key=lambda change: change.path)
+            moved = not changes and stored.fingerprint != fingerprint(section)
+            return CacheDrift(stored.mode, tuple(changes), moved)
+        fresh = self.visible(section, stored.mode)
+        return CacheDrift(stored.mode, tuple(changed_paths(stored.section, fresh)))
+
+    def visible(self, section: Document, mode: CacheMode | None = None) -> Document:
+        """``section`` as a cache of ``mode`` (default: this cache's) would keep it."""
+        kept: Document = deep_copy(section)
+        if (mode or self.mode) is CacheMode.REDACTED:
+            for path in sorted(self.secrets, key=len, reverse=True):
+                _drop(kept, path)
+        return kept
 
     def recoverable(self) -> Document | None:
         """The cached section to start from, or ``None`` (no file, unreadable, or a
@@ -138,15 +240,18 @@ class LastKnownGood:
     def drift(self, section: Document) -> str | None:
         """For a fingerprint cache: one line saying how ``section`` differs from the cached
         fingerprint (paths only), or ``None`` when there is nothing to compare."""
-        cached = self._read()
-        if cached is None or cached[CACHE_MARKER].get("mode") != CacheMode.FINGERPRINT.value:
+        try:
+            stored = self.stored()
+        except DynconfError:
             return None
-        before = set(cached.get("keys") or [])
-        after = set(leaf_paths(section))
-        gone, new = sorted(before - after), sorted(after - before)
+        if stored.mode is not CacheMode.FINGERPRINT:
+            return None
+        drift = self.compare(stored, section)
+        gone = [c.path for c in drift.changes if c.kind == "removed"]
+        new = [c.path for c in drift.changes if c.kind == "added"]
         if gone or new:
             parts = [f"{', '.join(gone)} is gone" if gone else "", f"{', '.join(new)} is new"]
             return "; ".join(part for part in parts if part)
-        if cached.get("fingerprint") != fingerprint(section):
+        if drift.values_moved:
             return "the same keys, with different values"
         return "nothing moved since the cached fingerprint"

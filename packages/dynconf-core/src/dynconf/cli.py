@@ -1,7 +1,10 @@
-"""The ``dynconf`` command: ``resolve``, ``render`` and ``plugins``.
+"""The ``dynconf`` command: ``resolve``, ``render``, ``plugins``, and the live commands
+``explain``, ``check`` and ``diff`` for a running Python service (:mod:`dynconf.cli_live`).
 
-Every refusal is one line on stderr, ``dynconf: <what was wrong and the fix>``, with exit
-code 1 — never a traceback, never a value from a document.
+Every refusal is one line on stderr, ``dynconf: <what was wrong and the fix>`` — never a
+traceback, never a value from a document. Exit codes: 0 done; 1 a refusal, or (live
+commands) a problem or difference found; 2 a usage error (flags, a ``--model`` that does
+not import, a snapshot file that is missing or not a cache).
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from dynconf.errors import DynconfError
 from dynconf.logs import configure_logging, console_entry
@@ -27,11 +30,11 @@ log = logging.getLogger("dynconf.cli")
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse that exits 1 with a one-line error, like every other refusal here."""
+    """argparse that exits 2 (usage) with a one-line error after the usage line."""
 
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
-        self.exit(1, f"{self.prog}: {message}\n")
+        self.exit(2, f"{self.prog}: {message}\n")
 
 
 def _octal(text: str) -> int:
@@ -90,7 +93,41 @@ def _build_parser() -> argparse.ArgumentParser:
     lock.add_argument("--output", type=Path, help="lock file path (default: stdout)")
     check = plugin_commands.add_parser("check", help="load exactly what a lock pins")
     check.add_argument("lock", type=Path, help="the lock file")
+    _add_live_commands(commands)
     return parser
+
+
+def _add_live_commands(commands: Any) -> None:
+    """``explain``, ``check`` and ``diff``: see :mod:`dynconf.cli_live`."""
+    live = _Parser(add_help=False)
+    live.add_argument(
+        "--model",
+        metavar="MODULE:ATTR",
+        help="the service's DynamicConfig or @dynamic_config class (its sources, model and "
+        "cache), or a model class to type --spec's sources",
+    )
+    live.add_argument("--spec", type=Path, help="a JSON spec of the sources (dynconf resolve's)")
+    live.add_argument(
+        "--snapshot",
+        type=Path,
+        help="the service's cache(path, mode) file (default: the --model config's cache)",
+    )
+    live.add_argument(
+        "--secret", action="append", metavar="PATH", help="a secret path, with --spec"
+    )
+    live.add_argument("--json", action="store_true", help="answer as one JSON object")
+    explain = commands.add_parser(
+        "explain", parents=[live], help="which layer supplies PATH now; does the service agree"
+    )
+    explain.add_argument("path", help="a dotted path in the section")
+    explain.add_argument("--show-values", action="store_true", help="print values (not secrets)")
+    commands.add_parser(
+        "check", parents=[live], help="would a reload now install: refused fields, unknown keys"
+    )
+    diff = commands.add_parser(
+        "diff", parents=[live], help="paths where a fresh load differs from the running snapshot"
+    )
+    diff.add_argument("--show-values", action="store_true", help="print values (not secrets)")
 
 
 def _cmd_resolve(args: argparse.Namespace) -> int:
@@ -243,11 +280,24 @@ async def _render_and_follow(
             await driver.close()
 
 
+def _cmd_live(args: argparse.Namespace) -> int:
+    from dynconf.cli_live import EXIT_USAGE, UsageError, run
+
+    configure_logging(stream=sys.stderr)  # stdout is the answer (and --json must parse)
+    try:
+        return run(args.command, args)
+    except UsageError as error:
+        sys.stderr.write(f"dynconf {args.command}: {error}\n")
+        return EXIT_USAGE
+
+
 @console_entry("dynconf")
 def main(argv: Sequence[str] | None = None) -> int:
     configure_logging()
     args = _build_parser().parse_args(argv)
     try:
+        if args.command in ("explain", "check", "diff"):
+            return _cmd_live(args)
         if args.command == "resolve":
             return _cmd_resolve(args)
         if args.command == "plugins":

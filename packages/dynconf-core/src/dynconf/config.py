@@ -1,8 +1,8 @@
 """``DynamicConfig``: typed, live configuration in-process.
 
-The lifecycle is resolve → validate → install. ``current()`` is an attribute read of the
-installed snapshot (no resolve, no validation, no lock): after each install the instance
-attribute ``current`` is replaced by a C-level callable that returns the new model.
+The lifecycle is resolve → validate → install. ``current()`` reads the installed model (no
+resolve, no validation, no lock): each install swaps one instance attribute, which
+``current()`` returns and ``live`` is.
 
 A refused reload installs nothing: the previous snapshot keeps serving (last-known-good),
 the generation does not move, and the refusal is recorded as (kind, path) — never a value.
@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import itertools
 import logging
 import os
 import threading
@@ -34,6 +33,7 @@ from dynconf.cache import CacheMode, LastKnownGood
 from dynconf.concurrency import run_blocking
 from dynconf.diagnostics import (
     Change,
+    FieldError,
     Report,
     ResolvedLeaf,
     Snapshot,
@@ -44,6 +44,7 @@ from dynconf.document import Document, Value, fingerprint, has_path, leaf_paths
 from dynconf.errors import (
     BackendError,
     DynconfError,
+    InvalidError,
     MissingError,
     NotInitialisedError,
     Origin,
@@ -227,8 +228,10 @@ class DynamicConfig(Generic[M]):
     assignments, overrides) take effect on the next load.
     """
 
-    current: Callable[[], M]
-    """The installed model: an attribute read, raising NotInitialisedError before init."""
+    live: M
+    """The installed model as a plain instance attribute (``config.live.db.port``): the
+    cheapest live read, one attribute load, since no call is made. Before the first install
+    it is a placeholder whose every attribute raises :class:`NotInitialisedError`."""
 
     def __init__(
         self,
@@ -262,8 +265,27 @@ class DynamicConfig(Generic[M]):
         self._cache: LastKnownGood | None = None
         self._models: Broadcast[M] = Broadcast()
         self._events: Broadcast[ConfigEvent] = Broadcast()
-        self.current = self._not_initialised
+        self._installed: M | None = None
+        self.live = typing.cast(M, _Unloaded(key))
         _LIVE.add(self)
+
+    @classmethod
+    def from_spec_file(
+        cls, path: str | Path, model: type[M] | None = None, *, secrets: Collection[str] = ()
+    ) -> DynamicConfig[M]:
+        """A configuration whose sources are a ``dynconf resolve`` spec file (see
+        :mod:`dynconf.spec`), so the service and ``dynconf check --spec`` read one list."""
+        from dynconf.spec import load_spec_file
+
+        spec = load_spec_file(Path(path))
+        config = cls(model, spec.key, secrets=secrets)
+        config._spec = spec
+        return config
+
+    @property
+    def last_known_good(self) -> LastKnownGood | None:
+        """The :meth:`cache` file of this configuration, if it has one."""
+        return self._cache
 
     @classmethod
     def from_settings(cls, settings_cls: type[Any], key: str = "") -> DynamicConfig[Any]:
@@ -449,6 +471,18 @@ class DynamicConfig(Generic[M]):
             f"the configuration `{self.key}` has not been loaded; call init() first"
         )
 
+    def current(self) -> M:
+        """The installed model: one attribute load and a check, no lock, no resolve.
+
+        A plain method, measured faster than the C callable it replaced (an instance
+        attribute holding ``itertools.repeat(model).__next__``): Python inlines the call of
+        a Python method, and a method-wrapper call is not vectorised (bench/bench_load.py).
+        """
+        model = self._installed
+        if model is None:
+            return self._not_initialised()
+        return model
+
     def try_current(self) -> M | None:
         snapshot = self._snapshot
         return None if snapshot is None else snapshot.model
@@ -529,7 +563,8 @@ class DynamicConfig(Generic[M]):
             reason=reason,
         )
         self._snapshot = snapshot
-        self.current = itertools.repeat(model).__next__
+        self._installed = model
+        self.live = model
         if reason is not ReloadReason.RECOVERED:
             # a recovered start keeps its refusal streak: it serves an old document
             self._consecutive_failures = 0
@@ -708,10 +743,20 @@ class DynamicConfig(Generic[M]):
         """Which layer supplied the installed value at ``path`` (``None`` if nothing did)."""
         return self._resolved().source_of(path)
 
+    def resolve(self) -> Resolved:
+        """Read the sources now (the remote layer as last fetched), validating and
+        installing nothing: what the next reload would start from."""
+        return resolve(self._spec_for_load())
+
+    @property
+    def secret_paths(self) -> frozenset[str]:
+        """The paths masked in ``explain`` and dropped by a redacted cache."""
+        return self._secrets
+
     def is_set(self, path: str) -> bool:
         """Whether any source supplies ``path`` now (the sources are read again, so it
         answers before ``init()`` and after a refused reload)."""
-        return has_path(resolve(self._spec_for_load()).section, path)
+        return has_path(self.resolve().section, path)
 
     def check(self) -> Report:
         """Would the sources load now, and which keys does the model not declare?
@@ -719,7 +764,7 @@ class DynamicConfig(Generic[M]):
         Reads the sources and validates, installing nothing and recording no refusal.
         """
         try:
-            resolved = resolve(self._spec_for_load())
+            resolved = self.resolve()
         except DynconfError as error:
             return Report(self.key, (), (), str(error), error.kind.value, error.path)
         leaves = tuple(
@@ -731,6 +776,13 @@ class DynamicConfig(Generic[M]):
             self._adapter.validate(resolved.section, key=self.key)
         except DynconfError as error:
             failure = error
+        field_errors: list[FieldError] = []
+        for entry in failure.errors if isinstance(failure, InvalidError) else ():
+            loc = entry.get("loc")
+            path = ".".join(str(part) for part in loc) if isinstance(loc, tuple) else ""
+            field_errors.append(
+                FieldError(path, str(entry.get("msg") or ""), resolved.source_of(path))
+            )
         return Report(
             key=self.key,
             resolved=leaves,
@@ -739,6 +791,7 @@ class DynamicConfig(Generic[M]):
             failure_kind=None if failure is None else failure.kind.value,
             failure_path=None if failure is None else failure.path,
             unknown_checked=unknown is not None,
+            field_errors=tuple(field_errors),
         )
 
     def snapshot(self) -> Snapshot:
@@ -1216,6 +1269,33 @@ class DynamicConfig(Generic[M]):
         else:
             answer = typing.cast(RemoteSource, source).fetch()
         self._deliver(slot, answer)
+
+
+class _Unloaded:
+    """``DynamicConfig.live`` before the first install: any attribute read says why.
+
+    A placeholder rather than a class-level descriptor, because a descriptor on the class
+    would cost every later ``config.live`` read its attribute-load fast path.
+    """
+
+    __slots__ = ("_key",)
+
+    def __init__(self, key: str) -> None:
+        self._key = key
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):  # copy, pickle and hasattr probes get the usual answer
+            raise AttributeError(name)
+        raise NotInitialisedError(
+            f"the configuration `{self._key}` has not been loaded; call init() before "
+            f"reading config.live.{name}"
+        )
+
+    def __bool__(self) -> bool:
+        return False
+
+    def __repr__(self) -> str:
+        return f"<not loaded: {self._key!r}>"
 
 
 def _section_of(model: Any) -> Document:

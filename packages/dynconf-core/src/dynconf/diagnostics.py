@@ -21,6 +21,7 @@ from dynconf.errors import Origin
 
 __all__ = [
     "Change",
+    "FieldError",
     "Report",
     "ResolvedLeaf",
     "Snapshot",
@@ -77,12 +78,27 @@ class UnknownKey:
 
 
 @dataclass(frozen=True, slots=True)
+class FieldError:
+    """One field the model refused: its dotted path, the validator's message (never the
+    input) and the layer that supplied the value, when one did."""
+
+    path: str
+    message: str
+    origin: Origin | None = None
+
+    def __str__(self) -> str:
+        where = f" ({self.origin})" if self.origin is not None else ""
+        return f"{self.path or '(the section)'}: {self.message}{where}"
+
+
+@dataclass(frozen=True, slots=True)
 class Report:
     """Whether the sources would load now, and what they would supply (``check()``).
 
     ``failure`` is the refusal's one-line message (value-free, like every error here) or
     ``None``; ``unknown_checked`` is ``False`` for an untyped configuration, where an empty
-    ``unknown`` would otherwise read as an all-clear.
+    ``unknown`` would otherwise read as an all-clear. ``field_errors`` lists every field
+    the model refused (the failure message names only the first).
     """
 
     key: str
@@ -92,6 +108,7 @@ class Report:
     failure_kind: str | None = None
     failure_path: str | None = None
     unknown_checked: bool = True
+    field_errors: tuple[FieldError, ...] = ()
 
     @property
     def would_load(self) -> bool:
@@ -107,6 +124,7 @@ class Report:
         if not self.resolved:
             lines.append("  (nothing supplies this section)")
         lines.extend(f"  {unknown}" for unknown in self.unknown)
+        lines.extend(f"  refused {error}" for error in self.field_errors)
         if not self.unknown_checked:
             lines.append("  unknown keys: not checked (no model)")
         lines.append(

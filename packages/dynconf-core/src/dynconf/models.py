@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 import typing
+import weakref
 from collections.abc import Iterator, Mapping
 from typing import Any, Generic, TypeVar
 
@@ -193,9 +194,23 @@ def _is_secret(annotation: Any) -> bool:
     return any(_is_secret(arg) for arg in typing.get_args(annotation))
 
 
+_SECRETS_OF: weakref.WeakKeyDictionary[type, tuple[str, ...]] = weakref.WeakKeyDictionary()
+"""A model's secret paths, worked out once per class: walking the fields was a fifth of a
+``DynamicConfig(...).init()`` on a 100-field model (bench/bench_load.py, cProfile)."""
+
+
 def secret_paths(model: Any, prefix: str = "") -> list[str]:
     """Dotted paths of fields declared secret: ``SecretStr``/``SecretBytes`` (through
     Optional, unions and nested models) or dataclass ``metadata={"secret": True}``."""
+    if prefix or not isinstance(model, type):
+        return _secret_paths(model, prefix)
+    known = _SECRETS_OF.get(model)
+    if known is None:
+        known = _SECRETS_OF[model] = tuple(_secret_paths(model, ""))
+    return list(known)
+
+
+def _secret_paths(model: Any, prefix: str) -> list[str]:
     found: list[str] = []
     if isinstance(model, type) and issubclass(model, BaseModel):
         for name, field in model.model_fields.items():

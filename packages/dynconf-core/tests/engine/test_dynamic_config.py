@@ -47,6 +47,35 @@ def test_current_before_init_raises_not_initialised() -> None:
     assert config.try_current() is None
 
 
+def test_live_before_init_raises_not_initialised_on_first_attribute() -> None:
+    config = DynamicConfig(App, "app")
+    with pytest.raises(NotInitialisedError, match=r"call init\(\) before reading config.live.db"):
+        _ = config.live.db
+    assert not config.live
+    assert not hasattr(config.live, "__deepcopy__")
+
+
+def test_live_is_the_installed_model_and_follows_every_install(app_toml: Path) -> None:
+    config = DynamicConfig(App, "app").file(app_toml)
+    first = config.init()
+    assert config.live is first
+    write(app_toml, app_toml.read_text(encoding="utf-8").replace("5432", "6543"))
+    second = config.reload()
+    assert config.live is second and config.live.db.port == 6543
+    write(app_toml, "[app\n")
+    assert not config.try_reload()
+    assert config.live is second  # a refused reload keeps the last good model
+
+
+def test_secret_paths_are_worked_out_once_per_model_and_handed_out_as_copies() -> None:
+    from dynconf.models import secret_paths
+
+    first = secret_paths(App)
+    first.append("not.a.secret")
+    assert secret_paths(App) == ["db.password"]
+    assert DynamicConfig(App, "app").secret_paths == frozenset({"db.password"})
+
+
 def test_init_installs_generation_one_and_current_is_the_model(app_toml: Path) -> None:
     config = DynamicConfig(App, "app").file(app_toml)
     model = config.init()

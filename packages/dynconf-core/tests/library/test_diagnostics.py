@@ -114,3 +114,21 @@ def test_dataclass_models_report_unknown_keys_too(tmp_path: Path) -> None:
     report = DynamicConfig(Small, "s").file(tmp_path / "s.toml").check()
     assert report.unknown == (UnknownKey("prot", "port"),)
     assert report.failure_kind == "invalid"
+
+
+def test_check_lists_every_refused_field_with_the_layer_that_supplied_it(
+    config_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DIAGFIELDS_APP_DB__PORT", "soon")
+    config_file.write_text(
+        config_file.read_text(encoding="utf-8").replace('name = "billing"\n', ""),
+        encoding="utf-8",
+    )
+    report = DynamicConfig(App, "app").file(config_file).env("DIAGFIELDS_").check()
+    assert not report.would_load
+    refused = {error.path: error for error in report.field_errors}
+    assert set(refused) == {"name", "db.port"}
+    assert refused["name"].origin is None
+    assert str(refused["db.port"].origin) == "from DIAGFIELDS_APP_DB__PORT"
+    assert "soon" not in str(report)
+    assert "refused db.port: Input should be a valid integer" in str(report)
