@@ -12,7 +12,9 @@ from typing import Any
 from dynconf.integrations.celery import current
 from tests.integrations._support import EXAMPLES, reload_during
 
-_spec = importlib.util.spec_from_file_location("dynconf_example_celery", EXAMPLES / "celery" / "app.py")
+_spec = importlib.util.spec_from_file_location(
+    "dynconf_example_celery", EXAMPLES / "celery" / "app.py"
+)
 assert _spec is not None and _spec.loader is not None
 example = importlib.util.module_from_spec(_spec)
 sys.modules[_spec.name] = example

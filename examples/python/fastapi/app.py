@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Annotated
 
 from fastapi import Depends, FastAPI
 from pydantic import BaseModel
 
 from dynconf import DynamicConfig
-from dynconf.integrations.fastapi import config_dependency, setup, snapshot_dependency
 from dynconf.integrations import RequestSnapshot
+from dynconf.integrations.fastapi import config_dependency, setup, snapshot_dependency
 
 
 class Settings(BaseModel):
@@ -32,6 +33,7 @@ settings = config_dependency(config)
 
 @app.get("/")
 def index(
-    current: Settings = Depends(settings), snapshot: RequestSnapshot = Depends(snapshot_dependency)
+    current: Annotated[Settings, Depends(settings)],
+    snapshot: Annotated[RequestSnapshot, Depends(snapshot_dependency)],
 ) -> dict[str, object]:
     return {"greeting": current.greeting, "limit": current.limit, "generation": snapshot.generation}
