@@ -3,6 +3,7 @@ one generation, and ``init_app`` on a second app shares the watcher."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from flask import Flask
@@ -15,6 +16,7 @@ from tests.integrations._support import (
     load_example,
     reload_during,
     serve_wsgi,
+    wait_until,
     write_greeting,
 )
 
@@ -51,5 +53,34 @@ def test_flask_request_sees_one_generation_across_a_reload(tmp_path: Path) -> No
     try:
         with serve_wsgi(app) as base:
             assert_one_generation(get(base, "/during").json(), "hello", "bonjour")
+    finally:
+        example.dynconf.stop()
+
+
+def test_flask_worker_forked_after_init_app_rearms_its_watcher_on_first_request(
+    tmp_path: Path,
+) -> None:
+    """gunicorn ``--preload``: the app (and the load) happen in the master, then it forks."""
+    config_file = tmp_path / "config.toml"
+    write_greeting(config_file, "hello")
+    example = load_example("flask", config_file)
+    app: Flask = example.create_app()
+    try:
+        child = os.fork()
+        if child == 0:  # the worker: no watcher thread survived the fork
+            code = 1
+            try:
+                watching_before = example.config.watching_now
+                client = app.test_client()
+                assert client.get("/").json == {"greeting": "hello", "generation": 1}
+                assert example.config.watching_now and not watching_before
+                write_greeting(config_file, "bonjour")
+                wait_until(lambda: client.get("/").json["greeting"] == "bonjour")
+                assert client.get("/").json["generation"] == 2  # re-armed, not reloaded
+                code = 0
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(child, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
     finally:
         example.dynconf.stop()

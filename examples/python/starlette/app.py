@@ -12,7 +12,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from dynconf import DynamicConfig
-from dynconf.integrations import current, request_snapshot
+from dynconf.integrations import current
 from dynconf.integrations.starlette import setup
 
 
@@ -25,9 +25,9 @@ config_file = os.environ.get("APP_CONFIG", str(Path(__file__).with_name("config.
 config = DynamicConfig(Settings, "app").file(config_file).env("APP_")
 
 
-async def index(_request: Request) -> JSONResponse:
+async def index(request: Request) -> JSONResponse:
     settings = current(config)  # the model this request began with
-    generation = request_snapshot().generation
+    generation = request.state.dynconf.generation  # the same snapshot, on the request
     return JSONResponse({"greeting": settings.greeting, "generation": generation})
 
 

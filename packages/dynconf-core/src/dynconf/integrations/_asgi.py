@@ -31,7 +31,7 @@ class ScopeMiddleware:
             await self.app(scope, receive, send)
             return
         snapshot = self.lifecycle.snapshot()
-        state = scope.get("state")
+        state = scope.setdefault("state", {})  # request.state.dynconf (Starlette, Litestar)
         if isinstance(state, dict):
             state["dynconf"] = snapshot
         token = enter(snapshot)
