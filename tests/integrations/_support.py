@@ -65,13 +65,14 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def serve_asgi(app: Any) -> Iterator[str]:
-    """The app under a real uvicorn (lifespan on) in a thread; stopped and joined after."""
+def serve_asgi(app: Any, lifespan: str = "on") -> Iterator[str]:
+    """The app under a real uvicorn in a thread (its lifespan run unless ``"off"``: Django's
+    ASGI handler has none); stopped and joined after."""
     import uvicorn
 
     port = free_port()
     server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=port, lifespan="on", log_level="warning")
+        uvicorn.Config(app, host="127.0.0.1", port=port, lifespan=lifespan, log_level="warning")
     )
     thread = threading.Thread(target=server.run, name="test-uvicorn", daemon=True)
     thread.start()

@@ -1,7 +1,7 @@
 """The Django example project under a real WSGI server (werkzeug's, threaded, in a thread):
 ``AppConfig.ready()`` loads and follows, the middleware snapshots each request, the
 included urls answer ``readyz``. Django is configured once per process, so one project
-(and one server) serves this module's tests."""
+(served over WSGI and over ASGI, by uvicorn) serves this module's tests."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from tests.integrations._support import (
     get,
     greeting_becomes,
     reload_during,
+    serve_asgi,
     serve_wsgi,
     write_greeting,
 )
@@ -30,6 +31,7 @@ from tests.integrations._support import (
 @dataclass(frozen=True)
 class Project:
     base: str
+    asgi_base: str
     config_file: Path
     config: Any
 
@@ -46,6 +48,9 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Project]:
             from django.urls import path
 
             application = get_wsgi_application()  # django.setup(): ready() starts dynconf
+            from django.core.asgi import get_asgi_application
+
+            asgi_application = get_asgi_application()  # the middleware, in its async mode
             from shop import urls
             from shop.config import config
 
@@ -57,8 +62,11 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Project]:
             urls.urlpatterns.append(path("during", during))
             assert config.watching_now
             try:
-                with serve_wsgi(application) as base:
-                    yield Project(base, config_file, config)
+                with (
+                    serve_wsgi(application) as base,
+                    serve_asgi(asgi_application, lifespan="off") as asgi,
+                ):
+                    yield Project(base, asgi, config_file, config)
             finally:
                 from dynconf.integrations import django as integration
 
@@ -84,3 +92,18 @@ def test_django_request_sees_one_generation_across_a_reload(project: Project) ->
     write_greeting(project.config_file, "hello")
     greeting_becomes(project.base, "hello")
     assert_one_generation(get(project.base, "/during").json(), "hello", "bonjour")
+
+
+def test_django_under_asgi_serves_a_live_edit(project: Project) -> None:
+    before = get(project.asgi_base).json()["generation"]
+    write_greeting(project.config_file, "hallo")
+    assert greeting_becomes(project.asgi_base, "hallo")["generation"] == before + 1
+    assert get(project.asgi_base, "/readyz").json()["generations"] == {"app": before + 1}
+
+
+def test_django_under_asgi_request_sees_one_generation_across_a_reload(
+    project: Project,
+) -> None:
+    write_greeting(project.config_file, "hello")
+    greeting_becomes(project.asgi_base, "hello")
+    assert_one_generation(get(project.asgi_base, "/during").json(), "hello", "bonjour")

@@ -51,6 +51,7 @@ __all__ = [
     "leave",
     "lifecycle_of",
     "liveness",
+    "missing",
     "readiness",
     "request_snapshot",
     "routes",
@@ -66,6 +67,14 @@ Guard = Callable[[Mapping[str, str]], bool]
 
 JSON = "application/json"
 TEXT = "text/plain; charset=utf-8"
+
+
+def missing(framework: str, extra: str, error: ImportError) -> ImportError:
+    """The error an adapter raises when its framework is not installed: what, and the fix."""
+    return ImportError(
+        f"dynconf.integrations.{extra} adapts {framework}, which is not installed "
+        f"({error.name or error}); install it with: pip install 'dynconf-core[{extra}]'"
+    )
 
 
 def members(targets: Iterable[Target]) -> tuple[DynamicConfig[Any], ...]:

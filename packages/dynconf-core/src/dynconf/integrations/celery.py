@@ -21,16 +21,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from celery import Celery
-from celery.signals import (
-    task_postrun,
-    task_prerun,
-    worker_init,
-    worker_process_init,
-    worker_process_shutdown,
-    worker_shutdown,
-)
-
 from dynconf.integrations._common import (
     Lifecycle,
     Target,
@@ -38,10 +28,24 @@ from dynconf.integrations._common import (
     enter,
     leave,
     lifecycle_of,
+    missing,
     readiness,
     request_snapshot,
 )
 from dynconf.watch import DEFAULT_DEBOUNCE
+
+try:
+    from celery import Celery
+    from celery.signals import (
+        task_postrun,
+        task_prerun,
+        worker_init,
+        worker_process_init,
+        worker_process_shutdown,
+        worker_shutdown,
+    )
+except ImportError as absent:  # the extra is not installed
+    raise missing("Celery", "celery", absent) from None
 
 __all__ = ["CeleryIntegration", "current", "request_snapshot", "setup"]
 

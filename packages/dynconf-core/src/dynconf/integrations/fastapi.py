@@ -18,11 +18,14 @@ import weakref
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-import fastapi  # noqa: F401  (the extra's presence check: this module needs FastAPI)
-
 from dynconf.config import DynamicConfig
-from dynconf.integrations._common import RequestSnapshot, current, request_snapshot
+from dynconf.integrations._common import RequestSnapshot, current, missing, request_snapshot
 from dynconf.integrations.starlette import routes, setup
+
+try:
+    import fastapi  # noqa: F401  (this module adds FastAPI's dependencies to the Starlette one)
+except ImportError as absent:  # the extra is not installed
+    raise missing("FastAPI", "fastapi", absent) from None
 
 __all__ = ["config_dependency", "routes", "setup", "snapshot_dependency"]
 

@@ -21,8 +21,6 @@ from __future__ import annotations
 import atexit
 from typing import Any
 
-from flask import Blueprint, Flask, Response, g, request
-
 from dynconf.integrations._common import (
     Guard,
     Lifecycle,
@@ -33,10 +31,16 @@ from dynconf.integrations._common import (
     enter,
     leave,
     lifecycle_of,
+    missing,
     request_snapshot,
 )
 from dynconf.integrations._common import routes as route_table
 from dynconf.watch import DEFAULT_DEBOUNCE
+
+try:
+    from flask import Blueprint, Flask, Response, g, request
+except ImportError as absent:  # the extra is not installed
+    raise missing("Flask", "flask", absent) from None
 
 __all__ = ["Dynconf", "blueprint", "current", "snapshot"]
 

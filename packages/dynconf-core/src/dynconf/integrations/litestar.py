@@ -18,14 +18,6 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
-import anyio.to_thread
-from litestar import Litestar, Request, Response, get
-from litestar.config.app import AppConfig
-from litestar.di import Provide
-from litestar.handlers import HTTPRouteHandler
-from litestar.middleware import DefineMiddleware
-from litestar.plugins import InitPluginProtocol
-
 from dynconf.config import DynamicConfig
 from dynconf.integrations._asgi import ScopeMiddleware, lifespan
 from dynconf.integrations._common import (
@@ -36,10 +28,22 @@ from dynconf.integrations._common import (
     Target,
     current,
     lifecycle_of,
+    missing,
     request_snapshot,
 )
 from dynconf.integrations._common import routes as route_table
 from dynconf.watch import DEFAULT_DEBOUNCE
+
+try:
+    import anyio.to_thread
+    from litestar import Litestar, Request, Response, get
+    from litestar.config.app import AppConfig
+    from litestar.di import Provide
+    from litestar.handlers import HTTPRouteHandler
+    from litestar.middleware import DefineMiddleware
+    from litestar.plugins import InitPluginProtocol
+except ImportError as absent:  # the extra is not installed
+    raise missing("Litestar", "litestar", absent) from None
 
 __all__ = ["DynconfPlugin", "provide_config", "request_snapshot", "route_handlers"]
 

@@ -14,9 +14,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import anyio.to_thread
-from quart import Blueprint, Quart, Response, g, request
-
 from dynconf.integrations._common import (
     Guard,
     Lifecycle,
@@ -27,10 +24,17 @@ from dynconf.integrations._common import (
     enter,
     leave,
     lifecycle_of,
+    missing,
     request_snapshot,
 )
 from dynconf.integrations._common import routes as route_table
 from dynconf.watch import DEFAULT_DEBOUNCE
+
+try:
+    import anyio.to_thread
+    from quart import Blueprint, Quart, Response, g, request
+except ImportError as absent:  # the extra is not installed
+    raise missing("Quart", "quart", absent) from None
 
 __all__ = ["Dynconf", "blueprint", "current", "snapshot"]
 

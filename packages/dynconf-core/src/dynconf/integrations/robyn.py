@@ -21,8 +21,6 @@ import inspect
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from robyn import Response, Robyn
-
 from dynconf.integrations._common import (
     Guard,
     Lifecycle,
@@ -32,10 +30,16 @@ from dynconf.integrations._common import (
     enter,
     leave,
     lifecycle_of,
+    missing,
     request_snapshot,
 )
 from dynconf.integrations._common import routes as route_table
 from dynconf.watch import DEFAULT_DEBOUNCE
+
+try:
+    from robyn import Response, Robyn
+except ImportError as absent:  # the extra is not installed
+    raise missing("Robyn", "robyn", absent) from None
 
 __all__ = ["RobynIntegration", "current", "request_snapshot", "setup"]
 

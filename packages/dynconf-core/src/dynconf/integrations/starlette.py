@@ -17,13 +17,6 @@ import contextlib
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-import anyio.to_thread
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import Response
-from starlette.routing import BaseRoute
-from starlette.routing import Route as StarletteRoute
-
 from dynconf.integrations._asgi import ScopeMiddleware, lifespan
 from dynconf.integrations._common import (
     Guard,
@@ -33,10 +26,21 @@ from dynconf.integrations._common import (
     Target,
     current,
     lifecycle_of,
+    missing,
     request_snapshot,
 )
 from dynconf.integrations._common import routes as route_table
 from dynconf.watch import DEFAULT_DEBOUNCE
+
+try:
+    import anyio.to_thread
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import BaseRoute
+    from starlette.routing import Route as StarletteRoute
+except ImportError as absent:  # the extra is not installed
+    raise missing("Starlette", "starlette", absent) from None
 
 __all__ = ["ScopeMiddleware", "current", "lifespan", "request_snapshot", "routes", "setup"]
 

@@ -26,10 +26,6 @@ import importlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from asgiref.sync import iscoroutinefunction, markcoroutinefunction
-from django.core.exceptions import ImproperlyConfigured
-from django.http import HttpRequest, HttpResponse
-
 from dynconf.integrations._common import (
     JSON,
     Lifecycle,
@@ -37,9 +33,17 @@ from dynconf.integrations._common import (
     current,
     enter,
     leave,
+    missing,
     request_snapshot,
 )
 from dynconf.integrations._common import routes as route_table
+
+try:
+    from asgiref.sync import iscoroutinefunction, markcoroutinefunction
+    from django.core.exceptions import ImproperlyConfigured
+    from django.http import HttpRequest, HttpResponse
+except ImportError as absent:  # the extra is not installed
+    raise missing("Django", "django", absent) from None
 
 __all__ = [
     "DynconfMiddleware",
