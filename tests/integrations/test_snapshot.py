@@ -3,6 +3,7 @@ errors, and the lifecycle's start contract (real files, real reloads, no framewo
 
 from __future__ import annotations
 
+import json
 import threading
 from pathlib import Path
 
@@ -102,3 +103,16 @@ def test_lifecycle_start_fails_on_a_bad_first_load_and_holds_nothing(tmp_path: P
     with lifecycle:
         assert config.watching_now and readiness(config).status == 200
     assert not config.watching_now
+
+
+def test_readiness_reports_each_group_member_and_turns_503_when_stale(tmp_path: Path) -> None:
+    members = [_member(tmp_path, key, 1)[0] for key in ("a", "b")]
+    group = ConfigGroup(*members)
+    group.init()
+    fresh = readiness(group, stale_after=60)
+    assert fresh.status == 200
+    body = json.loads(fresh.body)
+    assert body["generations"] == {"a": 1, "b": 1} and body["status"] == "ok"
+    stale = readiness(group, stale_after=0)
+    assert stale.status == 503
+    assert json.loads(stale.body)["status"] == "degraded"

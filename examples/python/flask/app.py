@@ -1,4 +1,4 @@
-"""Flask with a live configuration: ``flask --app app run`` in this directory."""
+"""Flask with a live configuration: ``flask --app app:create_app run`` in this directory."""
 
 from __future__ import annotations
 
