@@ -10,12 +10,15 @@ and is re-exported here: importing this package imports no framework.
 from __future__ import annotations
 
 from dynconf.integrations._common import (
+    Guard,
     Lifecycle,
     OutsideRequestError,
     Reply,
     RequestSnapshot,
     Route,
     current,
+    enter,
+    leave,
     liveness,
     readiness,
     request_snapshot,
@@ -26,12 +29,15 @@ from dynconf.integrations._common import (
 )
 
 __all__ = [
+    "Guard",
     "Lifecycle",
     "OutsideRequestError",
     "Reply",
     "RequestSnapshot",
     "Route",
     "current",
+    "enter",
+    "leave",
     "liveness",
     "readiness",
     "request_snapshot",

@@ -28,7 +28,7 @@ import threading
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextvars import ContextVar, Token
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from dynconf.concurrency import run_blocking
@@ -97,13 +97,26 @@ class OutsideRequestError(RuntimeError):
     """A scoped read with no request (or task) scope open on this thread or task."""
 
 
-@dataclass(frozen=True)
 class RequestSnapshot:
-    """The models (and their generations) one request sees, read once when it began."""
+    """The models (and their generations) one request sees, read once when it began.
 
-    models: Mapping[str, Any]
-    generations: Mapping[str, int]
-    configs: Mapping[str, DynamicConfig[Any]] = field(repr=False)
+    Built on every request, so a slotted class rather than a frozen dataclass (whose
+    ``__init__`` costs an ``object.__setattr__`` per field); treat it as immutable."""
+
+    __slots__ = ("configs", "generations", "models")
+
+    def __init__(
+        self,
+        models: Mapping[str, Any],
+        generations: Mapping[str, int],
+        configs: Mapping[str, DynamicConfig[Any]],
+    ) -> None:
+        self.models = models
+        self.generations = generations
+        self.configs = configs
+
+    def __repr__(self) -> str:
+        return f"<RequestSnapshot generations={dict(self.generations)}>"
 
     def of(self, config: DynamicConfig[M]) -> M:
         """The model ``config`` had when the request began."""
@@ -165,7 +178,18 @@ def take_snapshot(*targets: Target) -> RequestSnapshot:
     few times if one moved (past that the last read is served: each member is still whole,
     only their moment may differ by one reload).
     """
-    configs = {config.key: config for config in members(targets)}
+    return _take(targets, {config.key: config for config in members(targets)})
+
+
+def _take(
+    targets: tuple[Target, ...], configs: Mapping[str, DynamicConfig[Any]]
+) -> RequestSnapshot:
+    if len(targets) == 1:
+        (target,) = targets
+        if not isinstance(target, ConfigGroup):  # one configuration: one atomic read
+            view = target.view()
+            if view is not None:
+                return RequestSnapshot({target.key: view[0]}, {target.key: view[1]}, configs)
     for _ in range(_ATTEMPTS if len(targets) > 1 else 1):
         before = [config.generation for config in configs.values()]
         views = _views(targets)
@@ -286,6 +310,7 @@ class Lifecycle:
             raise ValueError("an integration needs at least one DynamicConfig or ConfigGroup")
         self.targets: tuple[Target, ...] = targets
         self.configs = members(targets)
+        self._by_key = {config.key: config for config in self.configs}
         self._options = _Options(watch, debounce, poll_interval, remote_interval)
         self._started_in: int | None = None
 
@@ -355,8 +380,9 @@ class Lifecycle:
         return getattr(self.targets[0], "executor", None)
 
     def snapshot(self) -> RequestSnapshot:
+        """What a request begins with: re-arm after a fork, then one consistent read."""
         self.ensure()
-        return take_snapshot(*self.targets)
+        return _take(self.targets, self._by_key)
 
     def config(self, key: str | None = None) -> DynamicConfig[Any]:
         """The configuration named ``key``, or the only one."""
