@@ -6,6 +6,7 @@ from pathlib import Path
 
 from quart import g
 
+from dynconf.integrations import current, request_snapshot
 from tests.integrations._support import (
     assert_one_generation,
     get,
@@ -36,9 +37,11 @@ def test_quart_request_sees_one_generation_across_a_reload(tmp_path: Path) -> No
 
     @example.app.get("/during")
     async def during() -> dict[str, object]:
-        return await reload_during_async(
-            lambda: g.dynconf.one().greeting, example.config, config_file, "bonjour"
-        )
+        def read() -> str:  # the ContextVar the handler reads is the snapshot g holds
+            assert request_snapshot() is g.dynconf
+            return str(current(example.config).greeting)
+
+        return await reload_during_async(read, example.config, config_file, "bonjour")
 
     with serve_asgi(example.app) as base:
         assert_one_generation(get(base, "/during").json(), "hello", "bonjour")
