@@ -31,8 +31,10 @@ def _up(base: str) -> bool:
         return False
 
 
-@pytest.fixture
-def robyn(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+@pytest.fixture(scope="module")
+def robyn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    """One server for the module (its start is most of the time)."""
+    tmp_path = tmp_path_factory.mktemp("robyn")
     config_file = tmp_path / "config.toml"
     write_greeting(config_file, "hello")
     port = free_port()
@@ -70,5 +72,7 @@ def test_robyn_example_serves_a_live_edit(robyn: tuple[str, Path]) -> None:
 
 
 def test_robyn_request_sees_one_generation_across_a_reload(robyn: tuple[str, Path]) -> None:
-    base, _config_file = robyn
+    base, config_file = robyn
+    write_greeting(config_file, "hello")
+    greeting_becomes(base, "hello")
     assert_one_generation(get(base, "/during").json(), "hello", "bonjour")
