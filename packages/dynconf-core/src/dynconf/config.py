@@ -487,6 +487,12 @@ class DynamicConfig(Generic[M]):
         snapshot = self._snapshot
         return None if snapshot is None else snapshot.model
 
+    def view(self) -> tuple[M, int] | None:
+        """The installed model and its generation, taken from one snapshot (``None`` before
+        the first install): ``(current(), generation)`` as two reads could straddle a reload."""
+        snapshot = self._snapshot
+        return None if snapshot is None else (snapshot.model, snapshot.generation)
+
     def _spec_for_load(self) -> LoadSpec:
         slot = self._remote
         remote = slot.document if slot is not None else None
@@ -1002,6 +1008,20 @@ class DynamicConfig(Generic[M]):
         """``init()``, then follow every input (files and the remote store) until the block
         ends, then stop. Yields the first model; later installs go to ``current()``."""
         model = self.init()
+        with self.following(watch, debounce, poll_interval, remote_interval):
+            yield model
+
+    @contextlib.contextmanager
+    def following(
+        self,
+        watch: bool = True,
+        debounce: float = DEFAULT_DEBOUNCE,
+        poll_interval: float | None = None,
+        remote_interval: float = 15.0,
+    ) -> Iterator[None]:
+        """:meth:`running` without the ``init()``: follow the files and the remote store
+        until the block ends. For a process forked after ``init()`` (a prefork worker), which
+        keeps the parent's snapshot but none of its watcher threads."""
         files, remote = self._follows(watch)
         with contextlib.ExitStack() as stack:
             if files:
@@ -1010,7 +1030,7 @@ class DynamicConfig(Generic[M]):
                 follower = self.watch_remote(remote_interval)
                 stack.callback(follower.join, 2.0)
                 stack.callback(follower.stop)
-            yield model
+            yield
 
     @contextlib.asynccontextmanager
     async def running_async(

@@ -30,6 +30,9 @@ __all__ = ["ConfigGroup"]
 
 log = logging.getLogger("dynconf.engine")
 
+_VIEW_ATTEMPTS = 16
+"""Lock-free tries :meth:`ConfigGroup.views` makes before it takes the members' locks."""
+
 
 class ConfigGroup:
     """Several :class:`DynamicConfig` members, started, followed and stopped together."""
@@ -48,6 +51,9 @@ class ConfigGroup:
             )
         self._configs = tuple(configs)
         self._watches: list[FileWatch] = []
+        self._commits = 0
+        """Odd while :meth:`reload_atomic` installs, bumped again when it is done: the
+        sequence :meth:`views` reads around its lock-free reads."""
 
     @property
     def configs(self) -> tuple[DynamicConfig[Any], ...]:
@@ -102,8 +108,12 @@ class ConfigGroup:
                         f"config group: `{config.key}` refused, so no member was installed"
                     )
                     raise
-            for config, resolved, model in prepared:
-                installed.append((config, *config._install(resolved, model, reason, started)))
+            self._commits += 1
+            try:
+                for config, resolved, model in prepared:
+                    installed.append((config, *config._install(resolved, model, reason, started)))
+            finally:
+                self._commits += 1
         for config, old, snapshot in installed:
             config._announce(old, snapshot)
 
@@ -206,6 +216,28 @@ class ConfigGroup:
                     self.watching_async(debounce, poll_interval, atomic=atomic)
                 )
             yield self
+
+    def views(self) -> dict[str, tuple[Any, int] | None]:
+        """Every member's ``view()`` (model, generation), all from one side of any atomic
+        reload: never two members from before it and one from after.
+
+        Lock-free on the read path: the reads are retried while an atomic install is under
+        way or when a member's generation moved between the two passes; after a few
+        retries the members' locks are taken, so the answer is always consistent."""
+        for _ in range(_VIEW_ATTEMPTS):
+            commits = self._commits
+            if commits % 2 == 0:
+                views = {config.key: config.view() for config in self._configs}
+                if self._commits == commits and all(
+                    view is None or view[1] == config.generation
+                    for config, view in zip(self._configs, views.values(), strict=True)
+                ):
+                    return views
+            time.sleep(0)
+        with contextlib.ExitStack() as locks:
+            for config in sorted(self._configs, key=id):
+                locks.enter_context(config._lock)
+            return {config.key: config.view() for config in self._configs}
 
     # ------------------------------------------------------------------ diagnostics
     def status(self) -> dict[str, ConfigStatus]:

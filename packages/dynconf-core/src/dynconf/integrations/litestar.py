@@ -1,0 +1,150 @@
+"""Litestar: one ``InitPlugin`` wires the lifespan, the snapshot, dependencies and routes.
+
+    plugin = DynconfPlugin(config)
+    app = Litestar(route_handlers=[index], plugins=[plugin])
+
+    @get("/")
+    async def index(settings: Settings) -> dict[str, str]:   # Provide'd by key
+        ...
+
+The plugin appends a lifespan (init + follow, then stop), the snapshot middleware, a
+``dynconf`` dependency (the :class:`RequestSnapshot`) and one dependency per configuration
+named after its key, and the health, metrics and guarded diagnostics handlers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+from dynconf.config import DynamicConfig
+from dynconf.integrations._asgi import ScopeMiddleware, lifespan
+from dynconf.integrations._common import (
+    Guard,
+    Lifecycle,
+    RequestSnapshot,
+    Route,
+    Target,
+    current,
+    lifecycle_of,
+    missing,
+    request_snapshot,
+)
+from dynconf.integrations._common import routes as route_table
+from dynconf.watch import DEFAULT_DEBOUNCE
+
+try:
+    import anyio.to_thread
+    from litestar import Litestar, Request, Response, get
+    from litestar.config.app import AppConfig
+    from litestar.di import Provide
+    from litestar.handlers import HTTPRouteHandler
+    from litestar.middleware import DefineMiddleware
+    from litestar.plugins import InitPluginProtocol
+except ImportError as absent:  # the extra is not installed
+    raise missing("Litestar", "litestar", absent) from None
+
+__all__ = ["DynconfPlugin", "provide_config", "request_snapshot", "route_handlers"]
+
+
+def provide_config(config: DynamicConfig[Any]) -> Provide:
+    """A dependency yielding ``config``'s model as the request began."""
+
+    def dependency() -> Any:
+        return current(config)
+
+    return Provide(dependency, sync_to_thread=False)
+
+
+def _provide_snapshot() -> RequestSnapshot:
+    return request_snapshot()
+
+
+def _handler(route: Route) -> HTTPRouteHandler:
+    async def endpoint(request: Request[Any, Any, Any]) -> Response[str]:
+        arguments = (
+            str(request.path_params.get("path", "")).lstrip("/"),
+            {key.lower(): value for key, value in request.headers.items()},
+            dict(request.query_params),
+        )
+        if route.blocking:
+            reply = await anyio.to_thread.run_sync(route.handle, *arguments)
+        else:
+            reply = route.handle(*arguments)
+        return Response(reply.body, status_code=reply.status, media_type=reply.content_type)
+
+    path = route.path.replace("{path}", "{path:path}")
+    return get(path, name=f"dynconf-{route.name}", include_in_schema=False)(endpoint)
+
+
+def route_handlers(
+    lifecycle: Lifecycle,
+    *,
+    prefix: str = "",
+    metrics: bool = True,
+    stale_after: float | None = None,
+    guard: Guard | None = None,
+) -> list[HTTPRouteHandler]:
+    """The health, metrics and (guarded) diagnostics handlers."""
+    table = route_table(
+        lifecycle, prefix=prefix, metrics=metrics, stale_after=stale_after, guard=guard
+    )
+    return [_handler(route) for route in table]
+
+
+class DynconfPlugin(InitPluginProtocol):
+    """Wires configurations, groups or a built :class:`Lifecycle` into a Litestar app."""
+
+    def __init__(
+        self,
+        target: Target | Lifecycle,
+        *more: Target,
+        watch: bool = True,
+        debounce: float = DEFAULT_DEBOUNCE,
+        poll_interval: float | None = None,
+        remote_interval: float = 15.0,
+        mount_routes: bool = True,
+        prefix: str = "",
+        metrics: bool = True,
+        stale_after: float | None = None,
+        guard: Guard | None = None,
+    ) -> None:
+        self.lifecycle = lifecycle_of(
+            target,
+            *more,
+            watch=watch,
+            debounce=debounce,
+            poll_interval=poll_interval,
+            remote_interval=remote_interval,
+        )
+        self._routes = (
+            route_handlers(
+                self.lifecycle,
+                prefix=prefix,
+                metrics=metrics,
+                stale_after=stale_after,
+                guard=guard,
+            )
+            if mount_routes
+            else []
+        )
+
+    def on_app_init(self, app_config: AppConfig) -> AppConfig:
+        lifecycle = self.lifecycle
+
+        @contextlib.asynccontextmanager
+        async def dynconf_lifespan(_app: Litestar) -> AsyncIterator[None]:
+            async with lifespan(lifecycle):
+                yield
+
+        app_config.lifespan = [dynconf_lifespan, *app_config.lifespan]
+        app_config.middleware = [
+            DefineMiddleware(ScopeMiddleware, lifecycle=lifecycle),  # type: ignore[arg-type]
+            *app_config.middleware,
+        ]
+        app_config.dependencies["dynconf"] = Provide(_provide_snapshot, sync_to_thread=False)
+        for config in lifecycle.configs:
+            app_config.dependencies.setdefault(config.key, provide_config(config))
+        app_config.route_handlers = [*app_config.route_handlers, *self._routes]
+        return app_config

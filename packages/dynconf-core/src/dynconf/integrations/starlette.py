@@ -1,0 +1,134 @@
+"""Starlette (and any app built on it): lifespan, request snapshot, health routes.
+
+    app = Starlette(routes=[...])
+    setup(app, config)            # wraps the app's lifespan, adds the middleware and routes
+
+    async def index(request):
+        settings = current(config)  # the model this request began with
+
+``setup`` wraps the lifespan the app already has (init + follow before it, stop after),
+adds :class:`~dynconf.integrations._asgi.ScopeMiddleware` and mounts ``/healthz``,
+``/readyz``, ``/metrics`` and, with a ``guard``, the diagnostics.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from dynconf.integrations._asgi import ScopeMiddleware, lifespan
+from dynconf.integrations._common import (
+    Guard,
+    Lifecycle,
+    Reply,
+    Route,
+    Target,
+    current,
+    lifecycle_of,
+    missing,
+    request_snapshot,
+)
+from dynconf.integrations._common import routes as route_table
+from dynconf.watch import DEFAULT_DEBOUNCE
+
+try:
+    import anyio.to_thread
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import BaseRoute
+    from starlette.routing import Route as StarletteRoute
+except ImportError as absent:  # the extra is not installed
+    raise missing("Starlette", "starlette", absent) from None
+
+__all__ = ["ScopeMiddleware", "current", "lifespan", "request_snapshot", "routes", "setup"]
+
+
+def _response(reply: Reply) -> Response:
+    return Response(reply.body, status_code=reply.status, media_type=reply.content_type)
+
+
+def _endpoint(route: Route) -> Callable[[Request], Any]:
+    async def endpoint(request: Request) -> Response:
+        arguments = (
+            str(request.path_params.get("path", "")),
+            {key.lower(): value for key, value in request.headers.items()},
+            dict(request.query_params),
+        )
+        if route.blocking:
+            reply = await anyio.to_thread.run_sync(route.handle, *arguments)
+        else:
+            reply = route.handle(*arguments)
+        return _response(reply)
+
+    return endpoint
+
+
+def routes(
+    lifecycle: Lifecycle,
+    *,
+    prefix: str = "",
+    metrics: bool = True,
+    stale_after: float | None = None,
+    guard: Guard | None = None,
+) -> list[BaseRoute]:
+    """The health, metrics and (guarded) diagnostics routes, as Starlette routes."""
+    table = route_table(
+        lifecycle, prefix=prefix, metrics=metrics, stale_after=stale_after, guard=guard
+    )
+    return [
+        StarletteRoute(
+            route.path.replace("{path}", "{path:path}"),
+            _endpoint(route),
+            methods=["GET"],
+            name=f"dynconf-{route.name}",
+            include_in_schema=False,
+        )
+        for route in table
+    ]
+
+
+def setup(
+    app: Starlette,
+    target: Target | Lifecycle,
+    *more: Target,
+    watch: bool = True,
+    debounce: float = DEFAULT_DEBOUNCE,
+    poll_interval: float | None = None,
+    remote_interval: float = 15.0,
+    request_scope: bool = True,
+    mount_routes: bool = True,
+    prefix: str = "",
+    metrics: bool = True,
+    stale_after: float | None = None,
+    guard: Guard | None = None,
+) -> Lifecycle:
+    """Wire ``target`` (configurations, groups, or a built :class:`Lifecycle`) into ``app``.
+
+    Call it before the app starts (Starlette adds middleware only then). Returns the
+    lifecycle, whose ``configs`` and ``started`` a test may inspect.
+    """
+    lifecycle = lifecycle_of(
+        target,
+        *more,
+        watch=watch,
+        debounce=debounce,
+        poll_interval=poll_interval,
+        remote_interval=remote_interval,
+    )
+    inner = app.router.lifespan_context
+
+    @contextlib.asynccontextmanager
+    async def combined(application: Any) -> AsyncIterator[Any]:
+        async with lifespan(lifecycle), inner(application) as state:
+            yield state
+
+    app.router.lifespan_context = combined
+    if request_scope:
+        app.add_middleware(ScopeMiddleware, lifecycle=lifecycle)
+    if mount_routes:
+        app.router.routes.extend(
+            routes(lifecycle, prefix=prefix, metrics=metrics, stale_after=stale_after, guard=guard)
+        )
+    return lifecycle
