@@ -14,7 +14,7 @@ import itertools
 import pytest
 
 from dynconf_k8s.agent.decide import Action, Disk, Latest, Policy, decide
-from dynconf_k8s.agent.flags import ON_DELETE, ON_DRIFT, STARTUP_POLICIES
+from dynconf_k8s.vocabulary import ON_DELETE, ON_DRIFT, STARTUP_POLICIES
 
 CASES = list(
     itertools.product(

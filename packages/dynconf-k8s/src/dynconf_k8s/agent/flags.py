@@ -30,30 +30,15 @@ from dynconf.render import DEFAULT_MAX_DOCUMENT_BYTES, OutputSpec, TemplateSourc
 from dynconf.stores import StoreSpec, TlsSettings
 from dynconf.units import parse_seconds_or_duration
 from dynconf_k8s.agent.notify import NotifyTarget, NotifyUrlError, parse_notify_url
+from dynconf_k8s.vocabulary import ON_DELETE, ON_DRIFT, STARTUP_POLICIES, STORES
 
 __all__ = [
-    "AGENT_SOURCES",
     "output_extensions",
     "USAGE",
     "AgentSettings",
     "UsageError",
     "parse_args",
 ]
-
-AGENT_SOURCES: Final = (
-    "consul",
-    "vault",
-    "config-server",
-    "firestore",
-    "git",
-    "redis",
-    "etcd",
-    "nats",
-    "s3",
-)
-"""The nine stores of the contract, in its order; ``file`` (embedded) is accepted besides, and
-so is any third-party store the loaded plugin lock carries (the lock is the allowlist: the
-agent refuses a name it does not carry, listing what it does)."""
 
 _STORE_NAME: Final = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
 
@@ -76,10 +61,6 @@ def output_extensions() -> tuple[str, ...]:
     """
     return tuple(f".{ext}" for ext in sorted(default_registry().extensions))
 
-
-STARTUP_POLICIES: Final = ("allow-cached", "require-fresh", "best-effort")
-ON_DELETE: Final = ("retain", "remove", "fail")
-ON_DRIFT: Final = ("warn", "repair", "fail")
 
 BARE_FLAGS: Final = frozenset(
     {
@@ -375,11 +356,10 @@ def parse_args(argv: Sequence[str], environ: Mapping[str, str] | None = None) ->
 
     source = values.get("--source")
     if not source:
-        raise UsageError(f"--source is required; one of: {', '.join(AGENT_SOURCES)}", "--source")
+        raise UsageError(f"--source is required; one of: {', '.join(STORES)}", "--source")
     if not _STORE_NAME.fullmatch(source):
         raise UsageError(
-            f'--source "{_quoted(source)}" is not a store name; use one of: '
-            f"{', '.join(AGENT_SOURCES)}",
+            f'--source "{_quoted(source)}" is not a store name; use one of: {", ".join(STORES)}',
             "--source",
         )
     endpoint = values.get("--endpoint") or env.get("DYNAMIC_CONFIG_AGENT_ENDPOINT", "")

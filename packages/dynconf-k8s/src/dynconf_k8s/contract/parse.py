@@ -14,7 +14,6 @@ from functools import cached_property
 from typing import Any, Final, TypeVar
 
 from dynconf.stores import redact_url
-from dynconf_k8s.agent.flags import ON_DRIFT
 from dynconf_k8s.agent.notify import NotifyUrlError, parse_notify_url
 from dynconf_k8s.contract import storecheck
 from dynconf_k8s.contract.installation import Installation
@@ -50,6 +49,7 @@ from dynconf_k8s.contract.rules import (
     parse_whole_seconds,
     quantity_bytes,
 )
+from dynconf_k8s.vocabulary import ON_DRIFT
 
 __all__ = [
     "INJECTED",

@@ -18,6 +18,7 @@ from typing import Final
 
 from dynconf.errors import TypeMismatchError
 from dynconf.units import parse_seconds_or_duration
+from dynconf_k8s.vocabulary import STORES
 
 __all__ = [
     "MODES",
@@ -45,18 +46,6 @@ __all__ = [
     "quantity_bytes",
 ]
 
-STORES: Final = (
-    "consul",
-    "vault",
-    "config-server",
-    "firestore",
-    "git",
-    "redis",
-    "etcd",
-    "nats",
-    "s3",
-)
-"""The nine stores, in the contract's order (refusals list them this way)."""
 
 MODES: Final = ("init", "sidecar", "both")
 INT32_MAX: Final = 2**31 - 1
