@@ -35,10 +35,27 @@ never what is written.
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Final
 
-__all__ = ["Action", "Decision", "Disk", "Latest", "Policy", "decide"]
+from dynconf.pipeline import Prepared, RenderRequest
+from dynconf.publish import read_published
+from dynconf.stores import Absent
+
+__all__ = [
+    "Action",
+    "Decision",
+    "Disk",
+    "Latest",
+    "Policy",
+    "decide",
+    "drifted_files",
+    "latest_kind",
+    "recorded_disk",
+    "startup_disk",
+]
 
 
 class Latest(enum.Enum):
@@ -165,3 +182,34 @@ def _drifted(policy: Policy) -> Decision:
     if policy.on_drift == "repair":
         return Decision(Action.REPAIR, "the rendered file was written by something else")
     return Decision(Action.NOTHING, "the rendered file was written by something else")
+
+
+# ---------------------------------------------------------------------------- observations
+def latest_kind(latest: Prepared | Absent | None, published: Prepared | None) -> Latest:
+    """What the newest answer is, against what was last published."""
+    if latest is None:
+        return Latest.NONE
+    if isinstance(latest, Absent):
+        return Latest.ABSENT
+    return Latest.SAME if latest.unchanged_from(published) else Latest.NEW
+
+
+def recorded_disk(on_disk: Mapping[Path, bytes]) -> Disk:
+    """The files as this agent last wrote them (no read: a delivery's view)."""
+    if on_disk and all(data == b"" for data in on_disk.values()):
+        return Disk.EMPTY
+    return Disk.OURS
+
+
+def drifted_files(on_disk: Mapping[Path, bytes]) -> list[Path]:
+    """The outputs whose bytes are no longer what this agent wrote (blocking: reads files)."""
+    return [path for path, data in on_disk.items() if read_published(path) != data]
+
+
+def startup_disk(request: RenderRequest, *, allow_cached: bool) -> Disk:
+    """What the outputs hold before this agent wrote anything (an earlier run's files)."""
+    main = read_published(request.main.path)
+    cached = main is not None and bool(main.strip())
+    if any(read_published(spec.path) is None for spec in request.outputs):
+        return Disk.CACHED if allow_cached and cached else Disk.MISSING
+    return Disk.CACHED if cached else Disk.EMPTY

@@ -32,10 +32,20 @@ from anyio.abc import TaskGroup
 from dynconf.errors import DynconfError, Origin
 from dynconf.follow import Delivery, Follower, FollowEvents, Slot, StoreDriver, reason_of
 from dynconf.pipeline import Prepared, prepare, publish, publish_empty
-from dynconf.publish import read_published
 from dynconf.stores import ABSENT, Absent, Fetched, WatchCapability
 from dynconf_k8s.agent.canary import Canary
-from dynconf_k8s.agent.decide import Action, Decision, Disk, Latest, Policy, decide
+from dynconf_k8s.agent.decide import (
+    Action,
+    Decision,
+    Disk,
+    Latest,
+    Policy,
+    decide,
+    drifted_files,
+    latest_kind,
+    recorded_disk,
+    startup_disk,
+)
 from dynconf_k8s.agent.events import EventWriter
 from dynconf_k8s.agent.flags import AgentSettings
 from dynconf_k8s.agent.metrics import AgentMetrics, AgentState
@@ -176,7 +186,11 @@ class WatchLoop:
         await self._render(Delivery(answer, "first", time.monotonic()))
 
     async def _first_failed(self, reason: str) -> bool:
-        disk = await anyio.to_thread.run_sync(self._startup_disk)
+        disk = await anyio.to_thread.run_sync(
+            lambda: startup_disk(
+                self.settings.request, allow_cached=self.policy.startup == "allow-cached"
+            )
+        )
         decision = self._decide(disk, starting=True)
         main = self.settings.request.main.path
         if decision.action is Action.FAIL:
@@ -199,36 +213,12 @@ class WatchLoop:
             log.warning("serving_empty", extra={"files": [], "reason": reason})
         return False
 
-    def _startup_disk(self) -> Disk:
-        """What the outputs hold before this agent wrote anything (an earlier run's files)."""
-        outputs = [read_published(spec.path) for spec in self.settings.request.outputs]
-        if any(data is None for data in outputs):
-            main = read_published(self.settings.request.main.path)
-            if self.policy.startup == "allow-cached" and main is not None and main.strip():
-                return Disk.CACHED
-            return Disk.MISSING
-        main = read_published(self.settings.request.main.path)
-        return Disk.CACHED if main is not None and main.strip() else Disk.EMPTY
-
     # ------------------------------------------------------------------ decide
-    def _latest_kind(self) -> Latest:
-        if self.latest is None:
-            return Latest.NONE
-        if isinstance(self.latest, Absent):
-            return Latest.ABSENT
-        return Latest.SAME if self.latest.unchanged_from(self.last_prepared) else Latest.NEW
-
-    def _recorded_disk(self) -> Disk:
-        """The files as this agent last wrote them (no read: a delivery's view)."""
-        if self.on_disk and all(data == b"" for data in self.on_disk.values()):
-            return Disk.EMPTY
-        return Disk.OURS
-
     def _decide(self, disk: Disk, *, starting: bool = False) -> Decision:
         admits = self.canary.admits()
         self.state.canary_percent = self.canary.percent
         return decide(
-            self._latest_kind(),
+            latest_kind(self.latest, self.last_prepared),
             published=self.published,
             disk=disk,
             policy=self.policy,
@@ -335,8 +325,11 @@ class WatchLoop:
         self._present()
         self._note_lease(answer)
         self.latest = prepared
-        decision = self._decide(self._recorded_disk())
-        if decision.action is Action.NOTHING and self._latest_kind() is Latest.SAME:
+        decision = self._decide(recorded_disk(self.on_disk))
+        if (
+            decision.action is Action.NOTHING
+            and latest_kind(self.latest, self.last_prepared) is Latest.SAME
+        ):
             level = logging.DEBUG if delivery.kind == "resync" else logging.INFO
             log.log(level, "unchanged", extra={"fingerprint": prepared.fingerprint})
         published = decision.action is Action.PUBLISH
@@ -418,7 +411,7 @@ class WatchLoop:
                 f"the document is no longer in the store ({store}); on-delete is {policy}",
             )
         try:
-            await self._carry_out(self._decide(self._recorded_disk()), delivered=True)
+            await self._carry_out(self._decide(recorded_disk(self.on_disk)), delivered=True)
         except DynconfError as error:
             self.state.bump("render_failures_total")
             log.warning("write_failed", extra={"reason": str(error)})
@@ -452,16 +445,10 @@ class WatchLoop:
 
     async def _observed_disk(self) -> Disk:
         """The files as they are now, against what this agent wrote; reports drift."""
-        if not self.on_disk:
-            return Disk.OURS
-        drifted = [
-            path
-            for path, data in self.on_disk.items()
-            if await anyio.to_thread.run_sync(read_published, path) != data
-        ]
+        drifted = await anyio.to_thread.run_sync(lambda: drifted_files(self.on_disk))
         if not drifted:
             self.state.drift = 0
-            return self._recorded_disk()
+            return recorded_disk(self.on_disk)
         if not self.state.drift:
             self.state.bump("drift_total")
             log.warning(
