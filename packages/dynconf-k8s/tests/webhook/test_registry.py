@@ -27,3 +27,23 @@ def test_suffix_accepted_only_on_per_render_rows():
     for row in KEYS:
         accepted = split_key(f"dynamic-config.rs/{row.name}.cache") is not None
         assert accepted == row.per_render, row.name
+
+
+def test_every_rows_flag_is_one_the_agents_parser_accepts() -> None:
+    from dynconf_k8s.agent.flags import BARE_FLAGS, VALUE_FLAGS
+
+    flags = {flag for key in KEYS for flag in key.flags}
+
+    assert flags <= BARE_FLAGS | VALUE_FLAGS
+
+
+def test_every_agent_flag_but_one_shot_comes_from_a_row() -> None:
+    # --one-shot is the agent's own (a run outside Kubernetes); the webhook's init container
+    # is the agent without --watch
+    from dynconf_k8s.agent.flags import BARE_FLAGS, VALUE_FLAGS
+    from dynconf_k8s.contract.registry import ALSO, FLAG_KEYS
+
+    from_rows = {flag for key in KEYS for flag in key.flags} | {"--also"}
+
+    assert (BARE_FLAGS | VALUE_FLAGS) - from_rows == {"--one-shot"}
+    assert FLAG_KEYS["--also"] == ALSO

@@ -57,6 +57,8 @@ class Key:
     store_shaped: bool = False
     deprecated_since: str | None = None
     replacement: str | None = None
+    flags: tuple[str, ...] = ()
+    """The agent flags this key becomes in the patch (the agent's parser accepts each)."""
 
     @property
     def annotation(self) -> str:
@@ -85,6 +87,7 @@ KEYS: Final[tuple[Key, ...]] = (
         "Which store the document comes from.",
         fleet_env=_ENV + "SOURCE",
         document_key="source",
+        flags=("--source",),
     ),
     _k(
         "endpoint",
@@ -94,6 +97,7 @@ KEYS: Final[tuple[Key, ...]] = (
         "Where the store answers; exclusive with endpoint-secret.",
         store_knob=True,
         store_shaped=True,
+        flags=("--endpoint",),
     ),
     _k(
         "endpoint-secret",
@@ -112,6 +116,7 @@ KEYS: Final[tuple[Key, ...]] = (
         "Which document to read.",
         store_knob=True,
         store_shaped=True,
+        flags=("--key",),
     ),
     _k(
         "path",
@@ -122,6 +127,7 @@ KEYS: Final[tuple[Key, ...]] = (
         fleet_env=_ENV + "PATH",
         document_key="path",
         store_knob=True,
+        flags=("--out",),
     ),
     _k(
         "mode",
@@ -142,6 +148,7 @@ KEYS: Final[tuple[Key, ...]] = (
         fleet_env=_ENV + "WATCH_SECONDS",
         document_key="watchSeconds",
         store_knob=True,
+        flags=("--watch",),
     ),
     _k(
         "timeout",
@@ -149,6 +156,7 @@ KEYS: Final[tuple[Key, ...]] = (
         "whole seconds above zero",
         "the store's own",
         "A deadline for each fetch of the watching agent.",
+        flags=("--timeout",),
     ),
     _k(
         "agent-image",
@@ -165,6 +173,7 @@ KEYS: Final[tuple[Key, ...]] = (
         "Render one section of the document.",
         store_knob=True,
         store_shaped=True,
+        flags=("--section",),
     ),
     _k(
         "auth",
@@ -174,6 +183,7 @@ KEYS: Final[tuple[Key, ...]] = (
         "How the agent authenticates to the store.",
         store_knob=True,
         store_shaped=True,
+        flags=("--auth",),
     ),
     _k(
         "auth-mount",
@@ -183,6 +193,7 @@ KEYS: Final[tuple[Key, ...]] = (
         "The auth method's mount.",
         store_knob=True,
         store_shaped=True,
+        flags=("--auth-mount",),
     ),
     _k(
         "auth-role",
@@ -192,6 +203,7 @@ KEYS: Final[tuple[Key, ...]] = (
         "The role to log in as.",
         store_knob=True,
         store_shaped=True,
+        flags=("--auth-role",),
     ),
     _k(
         "auth-username",
@@ -201,6 +213,7 @@ KEYS: Final[tuple[Key, ...]] = (
         "The user to log in as.",
         store_knob=True,
         store_shaped=True,
+        flags=("--auth-username",),
     ),
     _k(
         "auth-token-path",
@@ -210,6 +223,7 @@ KEYS: Final[tuple[Key, ...]] = (
         "A token file the agent re-reads.",
         store_knob=True,
         store_shaped=True,
+        flags=("--auth-token-path",),
     ),
     _k(
         "namespace",
@@ -219,6 +233,7 @@ KEYS: Final[tuple[Key, ...]] = (
         "Vault Enterprise namespace.",
         store_knob=True,
         store_shaped=True,
+        flags=("--namespace",),
     ),
     _k(
         "ref",
@@ -228,6 +243,7 @@ KEYS: Final[tuple[Key, ...]] = (
         "Which git ref to read.",
         store_knob=True,
         store_shaped=True,
+        flags=("--ref",),
     ),
     _k(
         "api-url",
@@ -237,6 +253,7 @@ KEYS: Final[tuple[Key, ...]] = (
         "Another API address (firestore, s3).",
         store_knob=True,
         store_shaped=True,
+        flags=("--api-url",),
     ),
     _k(
         "token-secret",
@@ -264,6 +281,7 @@ KEYS: Final[tuple[Key, ...]] = (
         "A private CA, mounted into the agent only.",
         store_knob=True,
         store_shaped=True,
+        flags=("--ca",),
     ),
     _k(
         "tls-secret",
@@ -273,6 +291,10 @@ KEYS: Final[tuple[Key, ...]] = (
         "A client certificate and key, mounted into the agent only.",
         store_knob=True,
         store_shaped=True,
+        flags=(
+            "--tls-cert",
+            "--tls-key",
+        ),
     ),
     _k(
         "ssh-secret",
@@ -282,6 +304,7 @@ KEYS: Final[tuple[Key, ...]] = (
         "A git deploy key, mounted owner-only into the agent.",
         store_knob=True,
         store_shaped=True,
+        flags=("--ssh-key",),
     ),
     _k(
         "volume-medium",
@@ -362,6 +385,7 @@ KEYS: Final[tuple[Key, ...]] = (
         fleet_env=_ENV + "FILE_MODE",
         document_key="fileMode",
         store_knob=True,
+        flags=("--file-mode",),
     ),
     _k(
         "agent-run-as-user",
@@ -413,6 +437,7 @@ KEYS: Final[tuple[Key, ...]] = (
         fleet_env=_ENV + "METRICS_PORT",
         document_key="metricsPort",
         store_knob=True,
+        flags=("--metrics-addr",),
     ),
     _k("readiness", False, '"true" or "false"', "true", "Probe the watching agent's /readyz."),
     _k(
@@ -428,6 +453,7 @@ KEYS: Final[tuple[Key, ...]] = (
         "seconds or a duration",
         "5s",
         "How long the agent may spend revoking its lease on the way out.",
+        flags=("--revoke-grace",),
     ),
     _k(
         "init-first",
@@ -442,6 +468,7 @@ KEYS: Final[tuple[Key, ...]] = (
         "http://localhost:port/path",
         "none",
         "A loopback URL the agent POSTs after each publish.",
+        flags=("--notify-http",),
     ),
     _k(
         "on-drift",
@@ -449,6 +476,7 @@ KEYS: Final[tuple[Key, ...]] = (
         "warn, repair or fail",
         "warn",
         "What the agent does when something else rewrote the file.",
+        flags=("--on-drift",),
     ),
     _k(
         "tls-reload",
@@ -456,14 +484,23 @@ KEYS: Final[tuple[Key, ...]] = (
         '"true" or "false"',
         "true",
         "Rebuild the store client when mounted trust material changes.",
+        flags=("--no-tls-reload",),
     ),
-    _k("history", False, "1 to 10", "off", "Keep replaced generations beside the file."),
+    _k(
+        "history",
+        False,
+        "1 to 10",
+        "off",
+        "Keep replaced generations beside the file.",
+        flags=("--history",),
+    ),
     _k(
         "require-ack",
         False,
         '"true" or "false"',
         "false",
         "Readiness waits for the application's acknowledgement.",
+        flags=("--require-ack",),
     ),
     _k(
         "events",
@@ -471,6 +508,7 @@ KEYS: Final[tuple[Key, ...]] = (
         '"true" or "false"',
         "false",
         "Write Warning Events on the pod for failed renders.",
+        flags=("--events",),
     ),
     _k(
         "class",
@@ -485,6 +523,7 @@ KEYS: Final[tuple[Key, ...]] = (
         "name or name/key (key percent)",
         "none",
         "A percentage that holds new documents for part of the fleet.",
+        flags=("--canary",),
     ),
     _k(
         "extra-secret",
@@ -499,6 +538,7 @@ KEYS: Final[tuple[Key, ...]] = (
         "a host name",
         "the endpoint's host",
         "The name the store's certificate is checked against.",
+        flags=("--tls-server-name",),
     ),
     _k(
         "tls-skip-verify",
@@ -506,6 +546,7 @@ KEYS: Final[tuple[Key, ...]] = (
         '"true" or "false"',
         "false",
         "Do not authenticate the store; installation opt-in only.",
+        flags=("--tls-skip-verify",),
     ),
     _k(
         "schema-configmap",
@@ -513,6 +554,7 @@ KEYS: Final[tuple[Key, ...]] = (
         "name or name/key (key schema.json)",
         "none",
         "A JSON Schema the document must satisfy before publish.",
+        flags=("--schema",),
     ),
     _k(
         "startup-policy",
@@ -520,6 +562,7 @@ KEYS: Final[tuple[Key, ...]] = (
         "allow-cached, require-fresh or best-effort",
         "allow-cached",
         "What the agent does when the first fetch fails.",
+        flags=("--startup-policy",),
     ),
     _k(
         "on-delete",
@@ -527,6 +570,7 @@ KEYS: Final[tuple[Key, ...]] = (
         "retain, remove or fail",
         "retain",
         "What the agent does when the document disappears.",
+        flags=("--on-delete",),
     ),
     _k(
         "max-document-bytes",
@@ -534,6 +578,7 @@ KEYS: Final[tuple[Key, ...]] = (
         "whole bytes",
         "8388608",
         "The largest document the agent accepts.",
+        flags=("--max-document-bytes",),
     ),
     _k(
         "max-staleness",
@@ -541,6 +586,7 @@ KEYS: Final[tuple[Key, ...]] = (
         "seconds or a duration",
         "none",
         "Readiness fails past this long without a fresh read.",
+        flags=("--max-staleness",),
     ),
     _k(
         "meta",
@@ -548,6 +594,7 @@ KEYS: Final[tuple[Key, ...]] = (
         '"true" or "false"',
         "false",
         "Write a sibling meta file with the fingerprint.",
+        flags=("--meta",),
     ),
     _k(
         "dynamic",
@@ -555,6 +602,7 @@ KEYS: Final[tuple[Key, ...]] = (
         '"true" or "false"',
         "false",
         "Treat the document as a Vault dynamic secret with a lease.",
+        flags=("--dynamic",),
     ),
     _k(
         "revoke-on-shutdown",
@@ -562,6 +610,7 @@ KEYS: Final[tuple[Key, ...]] = (
         '"true" or "false"',
         "true",
         "Revoke the lease when the agent stops.",
+        flags=("--no-revoke-on-shutdown",),
     ),
     _k(
         "aws-secret",
@@ -587,6 +636,7 @@ KEYS: Final[tuple[Key, ...]] = (
         "An inline template; exclusive with template-configmap.",
         store_knob=True,
         store_shaped=True,
+        flags=("--template-inline",),
     ),
     _k(
         "template-configmap",
@@ -596,6 +646,7 @@ KEYS: Final[tuple[Key, ...]] = (
         "A template from a ConfigMap; exclusive with template.",
         store_knob=True,
         store_shaped=True,
+        flags=("--template",),
     ),
     _k(
         "status",
@@ -618,48 +669,8 @@ STORE_KNOBS: Final[tuple[str, ...]] = tuple(
 
 
 FLAG_KEYS: Final[Mapping[str, str]] = {
-    "--source": "source",
-    "--endpoint": "endpoint",
-    "--key": "key",
-    "--out": "path",
-    "--watch": "watch-seconds",
-    "--section": "section",
-    "--file-mode": "file-mode",
-    "--metrics-addr": "metrics-port",
-    "--startup-policy": "startup-policy",
-    "--max-document-bytes": "max-document-bytes",
-    "--on-delete": "on-delete",
-    "--on-drift": "on-drift",
-    "--canary": "canary-configmap",
-    "--timeout": "timeout",
-    "--history": "history",
-    "--notify-http": "notify-http",
+    **{flag: row.name for row in KEYS for flag in row.flags},
     "--also": ALSO,
-    "--schema": "schema-configmap",
-    "--max-staleness": "max-staleness",
-    "--revoke-grace": "revoke-grace",
-    "--auth": "auth",
-    "--auth-mount": "auth-mount",
-    "--auth-role": "auth-role",
-    "--auth-username": "auth-username",
-    "--auth-token-path": "auth-token-path",
-    "--namespace": "namespace",
-    "--ref": "ref",
-    "--ssh-key": "ssh-secret",
-    "--api-url": "api-url",
-    "--template": "template-configmap",
-    "--template-inline": "template",
-    "--ca": "ca-configmap",
-    "--tls-cert": "tls-secret",
-    "--tls-key": "tls-secret",
-    "--tls-server-name": "tls-server-name",
-    "--tls-skip-verify": "tls-skip-verify",
-    "--no-tls-reload": "tls-reload",
-    "--require-ack": "require-ack",
-    "--events": "events",
-    "--meta": "meta",
-    "--dynamic": "dynamic",
-    "--no-revoke-on-shutdown": "revoke-on-shutdown",
 }
 """The annotation each agent flag the webhook writes comes from: when the agent's own parser
 refuses an argument at admission, the refusal names the annotation the pod wrote."""
