@@ -50,6 +50,7 @@ from dynconf.errors import (
     Origin,
     RemoteError,
 )
+from dynconf.follow import Follower, FollowEvents, Slot, StoreDriver
 from dynconf.layers import Contribution
 from dynconf.models import ModelAdapter, Values, secret_paths
 from dynconf.notify import (
@@ -68,9 +69,7 @@ from dynconf.stores import (
     Absent,
     AsyncRemoteSource,
     Fetched,
-    Pace,
     RemoteSource,
-    WatchCapability,
     is_async_source,
 )
 from dynconf.text import type_text
@@ -1260,8 +1259,8 @@ class DynamicConfig(Generic[M]):
     def watch_remote(self, interval: float = 15.0) -> RemoteWatch:
         """Follow the remote store in a thread: each delivery reloads (``remote-changed``).
 
-        Failures back off (doubling from ``interval``, 300 s cap, ±25 % spread) and reopen
-        the store's watch; a refused reload keeps the previous snapshot.
+        Failures back off (doubling from ``interval`` up to four times it, between 30 s and
+        300 s) and reopen the store's watch; a refused reload keeps the previous snapshot.
         """
         self._remote_watch = RemoteWatch(self, self._slot(), interval).start()
         return self._remote_watch
@@ -1343,11 +1342,14 @@ os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class RemoteWatch:
-    """The threads behind :meth:`DynamicConfig.watch_remote`.
+    """The thread behind :meth:`DynamicConfig.watch_remote`: the shared follower, on a loop.
 
-    One follows the store's own watch; a second resyncs: every interval (paced) for push
-    stores, because a stream's failure mode is silence, and once for poll stores. Either way
-    a change made between the last fetch and the watch's first observation is not lost.
+    :class:`dynconf.follow.Follower` is the one place that follows a store (the agent, the
+    node agent, the config server and ``render --watch`` use it too): the store's own watch,
+    a resync every interval for push stores, the catch-up read after a poll watch primes,
+    backoff between reopenings. Here it runs on an event loop of its own in one daemon
+    thread; each answer it hands over is delivered to the configuration (a reload when the
+    document moved).
     """
 
     def __init__(self, config: DynamicConfig[Any], slot: _RemoteSlot, interval: float) -> None:
@@ -1356,10 +1358,6 @@ class RemoteWatch:
         self._interval = interval
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="dynconf-remote", daemon=True)
-        self._periodic = slot.source.capability is WatchCapability.PUSH
-        self._resyncer = threading.Thread(
-            target=self._resync_loop, name="dynconf-remote-resync", daemon=True
-        )
 
     @property
     def running(self) -> bool:
@@ -1367,7 +1365,6 @@ class RemoteWatch:
 
     def start(self) -> RemoteWatch:
         self._thread.start()
-        self._resyncer.start()
         return self
 
     def stop(self) -> None:
@@ -1375,51 +1372,48 @@ class RemoteWatch:
 
     def join(self, timeout: float | None = None) -> None:
         self._thread.join(timeout)
-        self._resyncer.join(timeout)
-
-    def _resync_loop(self) -> None:
-        """Push stores: resync every (paced) interval. Poll stores: once, one interval in,
-        after their watch has primed, to catch a change made between the last fetch and the
-        prime (their own polling covers everything after it)."""
-        pace = Pace(self._interval)
-        while not self._stop.wait(pace.next_wait()):
-            try:
-                self._config._resync(self._slot)
-                pace.succeeded()
-            except Exception as exc:
-                self._config._fetch_failed(self._slot, exc)
-                pace.failed()
-                continue
-            if not self._periodic:
-                return
 
     def _run(self) -> None:
-        pace = Pace(self._interval)
-        source = self._slot.source
-        while not self._stop.is_set():
+        anyio.run(self._follow)
+
+    async def _follow(self) -> None:
+        driver = StoreDriver(self._slot.source)
+        inbox = Slot()
+
+        async def fetch(_kind: str) -> Fetched | Absent:
             try:
-                if is_async_source(source):
-                    anyio.run(self._run_async, typing.cast(AsyncRemoteSource, source))
-                else:
-                    blocking = typing.cast(RemoteSource, source)
-                    for answer in blocking.changes(self._interval, self._stop.is_set):
-                        pace.succeeded()
-                        self._config._deliver(self._slot, answer)
-                if self._stop.is_set():
-                    return
+                return await driver.fetch()
             except Exception as exc:
                 self._config._fetch_failed(self._slot, exc)
-                pace.failed()
-            self._stop.wait(pace.next_wait())
+                raise
 
-    async def _run_async(self, source: AsyncRemoteSource) -> None:
-        async def watch_stop(scope: anyio.CancelScope) -> None:
+        follower = Follower(
+            driver, self._interval, inbox, fetch=fetch, events=_RemoteEvents(self), log=log,
+            extra={"config": self._config.key},
+        )  # fmt: skip
+        kept = self._slot.document
+        follower.seen(Fetched(kept.text, kept.format) if kept is not None else None)
+        async with anyio.create_task_group() as group:
+            group.start_soon(follower.run)
+            group.start_soon(self._consume, inbox)
             while not self._stop.is_set():
                 await anyio.sleep(0.1)
-            scope.cancel()
-
-        async with anyio.create_task_group() as group:
-            group.start_soon(watch_stop, group.cancel_scope)
-            async for answer in source.changes(self._interval):
-                self._config._deliver(self._slot, answer)
             group.cancel_scope.cancel()
+
+    async def _consume(self, inbox: Slot) -> None:
+        while True:
+            delivery = await inbox.take()
+            await anyio.to_thread.run_sync(self._config._deliver, self._slot, delivery.answer)
+
+    def watch_failed(self, error: BaseException) -> None:
+        self._config._fetch_failed(self._slot, error)
+
+
+class _RemoteEvents(FollowEvents):
+    """A watch that ends in an error counts as a failed read of the remote (its status)."""
+
+    def __init__(self, watch: RemoteWatch) -> None:
+        self._watch = watch
+
+    def watch_error(self, error: BaseException) -> None:
+        self._watch.watch_failed(error)

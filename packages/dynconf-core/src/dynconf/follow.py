@@ -222,6 +222,9 @@ class FollowEvents:
     def reopening(self) -> None:
         """The watch ended or failed and is reopened after a backoff."""
 
+    def watch_error(self, error: BaseException) -> None:
+        """The store's watch raised ``error`` (then :meth:`reopening` follows)."""
+
 
 class Follower:
     """Follow one store into a :class:`Slot` until cancelled (see the module's rules).
@@ -400,6 +403,7 @@ class Follower:
                 reason: str | None = "the watch ended"
             except Exception as error:
                 reason = reason_of(error)
+                self.events.watch_error(error)
             tg.cancel_scope.cancel()
         return None if realign else reason
 
