@@ -1280,15 +1280,6 @@ class DynamicConfig(Generic[M]):
             self._store_answer(slot, answer, None)
         self.try_reload(ReloadReason.REMOTE_CHANGED)
 
-    def _resync(self, slot: _RemoteSlot) -> None:
-        """Fetch now and deliver only if the document moved (a push stream can go silent)."""
-        source = slot.source
-        if is_async_source(source):
-            answer = anyio.run(typing.cast(AsyncRemoteSource, source).fetch)
-        else:
-            answer = typing.cast(RemoteSource, source).fetch()
-        self._deliver(slot, answer)
-
 
 class _Unloaded:
     """``DynamicConfig.live`` before the first install: any attribute read says why.
