@@ -21,6 +21,7 @@ from dynconf.stores import (
     credential_from_file,
     format_from_key,
     format_refusals,
+    read_credential,
     redact_url,
 )
 
@@ -64,6 +65,9 @@ def parse_wait(text: str) -> float | None:
 
 class ConsulStoreType(StoreTypeBase):
     """Consul KV: one key, one document; blocking queries as the push watch."""
+
+    constructor = "dynconf_store_consul.remote:Consul"
+    """The typed Python constructor (``from dynconf.remote import Consul``)."""
 
     name = "consul"
     capability = WatchCapability.PUSH
@@ -194,7 +198,9 @@ class ConsulStoreType(StoreTypeBase):
             assert spec.auth_mount
             assert spec.token
             bearer = spec.token
-            credential = LoginCredential(spec.auth_mount, lambda: bearer, describe=description)
+            credential = LoginCredential(
+                spec.auth_mount, lambda: read_credential(bearer) or "", describe=description
+            )
         else:  # anonymous, token, or no --auth (the token when one is set)
             credential = StaticCredential(spec.token)
         transport = Transport(

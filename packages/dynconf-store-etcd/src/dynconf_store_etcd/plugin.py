@@ -33,6 +33,9 @@ __all__ = ["ETCD_STORE", "EtcdStoreType", "dynconf_stores"]
 class EtcdStoreType(StoreTypeBase):
     """etcd v3 through its gRPC gateway: one key, watched by the gateway's watch stream."""
 
+    constructor = "dynconf_store_etcd.remote:Etcd"
+    """The typed Python constructor (``from dynconf.remote import Etcd``)."""
+
     name = "etcd"
     capability = WatchCapability.PUSH
     auth_methods: Mapping[str, AuthMethod] = {}

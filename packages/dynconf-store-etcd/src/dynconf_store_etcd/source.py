@@ -27,9 +27,11 @@ from dynconf.store_http import HttpPolicy, store_session
 from dynconf.stores import (
     ABSENT,
     Absent,
+    Credential,
     Fetched,
     Pace,
     TlsSettings,
+    read_credential,
     same_document,
 )
 from dynconf_store_etcd.endpoint import Endpoint
@@ -78,7 +80,7 @@ class EtcdSource(SourceSupport):
         *,
         described: str,
         username: str | None = None,
-        password: str | None = None,
+        password: Credential | None = None,
         tls: TlsSettings | None = None,
         timeout: float | None = None,
         policy: HttpPolicy | None = None,
@@ -385,7 +387,10 @@ class EtcdSource(SourceSupport):
                 body = self._send(
                     client,
                     "auth/authenticate",
-                    {"name": self._username, "password": self._password or ""},
+                    {
+                        "name": self._username,
+                        "password": read_credential(self._password, "password") or "",
+                    },
                 )
             except _GatewayError as error:
                 raise self._login_error(error) from None
