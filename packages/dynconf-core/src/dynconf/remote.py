@@ -67,7 +67,7 @@ def format_enum() -> type[StrEnum]:
     names = tuple(sorted(default_registry().formats))
     if names not in _FORMATS:
         members = {re.sub(r"\W", "_", name).upper(): name for name in names}
-        built: type[StrEnum] = StrEnum("Format", members, module=__name__)  # type: ignore[assignment]
+        built: type[StrEnum] = StrEnum("Format", members, module=__name__)  # type: ignore[misc]
         _FORMATS[names] = built
     return _FORMATS[names]
 

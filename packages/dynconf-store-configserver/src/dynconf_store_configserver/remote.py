@@ -1,7 +1,7 @@
 """``ConfigServer(...)``: the configserver store as a typed constructor (the book's spelling).
 
 Importing this module imports no client library; the source is built through
-``CONFIGSERVER_STORE.build`` on its first read. Every argument is checked at
+``CONFIG_SERVER_STORE.build`` on its first read. Every argument is checked at
 construction by the store type's own ``validate`` (the agent's rules, Python keywords).
 """
 
@@ -39,7 +39,7 @@ class ConfigServer(StoreSource):
     ) -> None:
         super().__init__(
             StoreSpec(
-                source="configserver",
+                source="config-server",
                 endpoint=endpoint,
                 key=key,
                 auth=auth,
