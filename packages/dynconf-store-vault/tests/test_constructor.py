@@ -15,7 +15,9 @@ pytestmark = pytest.mark.vault
 
 
 def put(vault_server: Any, path: str, data: dict[str, Any]) -> None:
-    vault_server.client.secrets.kv.v2.create_or_update_secret(path, secret=data, mount_point="secret")
+    vault_server.client.secrets.kv.v2.create_or_update_secret(
+        path, secret=data, mount_point="secret"
+    )
 
 
 def test_vault_constructor_loads_and_reloads_a_change(vault_server: Any) -> None:
@@ -62,7 +64,7 @@ def test_vault_approle_secret_id_callable_is_read_at_each_login(vault_server: An
     name = "c" + uuid.uuid4().hex[:10]
     put(vault_server, name, {"db": {"port": 7}})
     client.sys.create_or_update_policy(
-        name=f"p-{name}", policy=f'path "secret/*" {{ capabilities = ["read"] }}'
+        name=f"p-{name}", policy='path "secret/*" { capabilities = ["read"] }'
     )
     client.auth.approle.create_or_update_approle(
         "app", token_policies=[f"p-{name}"], token_ttl="1h", mount_point=mount

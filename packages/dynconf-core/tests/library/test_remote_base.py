@@ -76,7 +76,7 @@ def test_a_subclass_missing_fetch_cannot_be_built() -> None:
 
 
 def test_an_unregistered_format_name_is_refused_by_name() -> None:
-    with pytest.raises(BackendError, match="no format is named `xml`; use one of: .*json"):
+    with pytest.raises(BackendError, match=r"no format is named `xml`; use one of: .*json"):
         Memory("<a/>", "xml").fetch()
 
 
