@@ -27,7 +27,7 @@ import os
 import random
 import time
 from abc import abstractmethod
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
@@ -58,6 +58,7 @@ __all__ = [
     "format_from_key",
     "format_refusals",
     "is_async_source",
+    "layered",
     "read_credential",
     "redact_url",
     "redact_url_list",
@@ -327,6 +328,27 @@ class AsyncRemoteSource(Protocol):
         return None
 
 
+def layered(
+    answers: Sequence[Fetched | Absent], *, revision: str | None, origin: Origin
+) -> Fetched | Absent:
+    """Several keys read at one instant, as one document: later keys win, table by table.
+
+    A key that is not there contributes nothing; when none is there the document is
+    :data:`ABSENT`. The merged document is JSON (each key keeps its own format until the
+    merge); ``revision`` is the store's one marker for the instant all keys were read at.
+    """
+    from dynconf.document import deep_merge
+    from dynconf.formats import dump_document, parse_text
+
+    present = [answer for answer in answers if isinstance(answer, Fetched)]
+    if not present:
+        return ABSENT
+    merged: dict[str, object] = {}
+    for answer in present:
+        deep_merge(merged, parse_text(answer.text, answer.format, origin))
+    return Fetched(dump_document(merged, "json"), "json", revision)
+
+
 @dataclass(frozen=True, slots=True)
 class TlsSettings:
     """Transport trust for a store client: files only, read when the client is built.
@@ -438,6 +460,9 @@ class StoreSpec:
     token: Credential | None = field(default=None, repr=False)
     password: Credential | None = field(default=None, repr=False)
     extra: Mapping[str, str] = field(default_factory=dict)
+    keys: tuple[str, ...] = ()
+    """Several keys read at one instant as one document (later keys win), where the store
+    can (etcd, consul); empty: the one ``key``. ``key`` is then the first of them."""
     state_dir: str | None = None
     """A directory the caller owns and can write, where the store may keep private state
     between calls (git's clone cache); ``None``: the store's own default. The agent points
@@ -640,6 +665,7 @@ _STORE_ONLY_FIELDS: Final = {
     "api_url": ("--api-url", frozenset({"firestore", "s3"})),
     "namespace": ("--namespace", frozenset({"vault"})),
     "dynamic": ("--dynamic", frozenset({"vault"})),
+    "keys": ("several keys (keys=[...])", frozenset({"consul", "etcd"})),
 }
 
 _NEED_SPELLING: Final = {

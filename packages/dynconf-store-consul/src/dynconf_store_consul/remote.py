@@ -7,7 +7,7 @@ construction by the store type's own ``validate`` (the agent's rules, Python key
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from dynconf.remote import StoreSource, settings
 from dynconf.stores import Credential, StoreSpec, TlsSettings
@@ -16,7 +16,10 @@ __all__ = ["Consul"]
 
 
 class Consul(StoreSource):
-    """One Consul KV key (``keys=[...]``: several, read in one transaction).
+    """One Consul KV key, or several read in one transaction.
+
+    ``key`` may be a list: several keys read at one instant and merged as layers, later
+    keys winning (the binding's ``Git(url, [...])`` spelling).
 
     Credentials (``token``, ``password``) may be callables: they are asked again at
     every login or connection. ``extra`` takes any other setting the agent accepts as
@@ -28,7 +31,7 @@ class Consul(StoreSource):
     def __init__(
         self,
         endpoint: str,
-        key: str,
+        key: str | Sequence[str],
         *,
         token: Credential | None = None,
         auth: str | None = None,
@@ -45,7 +48,8 @@ class Consul(StoreSource):
             StoreSpec(
                 source="consul",
                 endpoint=endpoint,
-                key=key,
+                key=key if isinstance(key, str) else (list(key) or [""])[0],
+                keys=() if isinstance(key, str) else tuple(key),
                 token=token,
                 auth=auth,
                 auth_mount=auth_mount,

@@ -7,7 +7,7 @@ construction by the store type's own ``validate`` (the agent's rules, Python key
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from dynconf.remote import StoreSource, settings
 from dynconf.stores import Credential, StoreSpec, TlsSettings
@@ -16,7 +16,10 @@ __all__ = ["Etcd"]
 
 
 class Etcd(StoreSource):
-    """One etcd key through the v3 gateway (``keys=[...]``: several, read at one revision).
+    """One etcd key through the v3 gateway, or several read at one revision.
+
+    ``key`` may be a list: several keys read at one instant and merged as layers, later
+    keys winning (the binding's ``Git(url, [...])`` spelling).
 
     Credentials (``token``, ``password``) may be callables: they are asked again at
     every login or connection. ``extra`` takes any other setting the agent accepts as
@@ -28,7 +31,7 @@ class Etcd(StoreSource):
     def __init__(
         self,
         endpoint: str,
-        key: str,
+        key: str | Sequence[str],
         *,
         username: str | None = None,
         password: Credential | None = None,
@@ -41,7 +44,8 @@ class Etcd(StoreSource):
             StoreSpec(
                 source="etcd",
                 endpoint=endpoint,
-                key=key,
+                key=key if isinstance(key, str) else (list(key) or [""])[0],
+                keys=() if isinstance(key, str) else tuple(key),
                 auth_username=username,
                 password=password,
                 timeout=timeout,
