@@ -99,6 +99,7 @@ _KEYWORDS: Final = (
     ("--ref", "ref="),
     ("--ca", "tls=TlsSettings(ca_file=)"),
 )
+_METHOD: Final = re.compile(r"--auth ([a-z][a-z-]*)\b")
 _FLAG: Final = re.compile(
     "|".join(
         (re.escape(flag) + r"(?![\w-])" if flag.startswith("--") else re.escape(flag))
@@ -112,9 +113,11 @@ def in_keywords(refusal: str) -> str:
     """A store type's refusal with each agent flag spelled as the constructor keyword.
 
     The store type's ``validate`` is the one home of its rules; this only changes the
-    vocabulary (``--auth-mount`` → ``auth_mount=``), as the webhook renders annotations.
+    vocabulary (``--auth-mount`` → ``auth_mount=``, ``--auth jwt`` → ``auth="jwt"``), as
+    the webhook renders the same refusals with annotation names.
     """
-    return _FLAG.sub(lambda match: _KEYWORD_OF[match.group(0)], refusal)
+    named = _METHOD.sub(lambda match: f'auth="{match.group(1)}"', refusal)
+    return _FLAG.sub(lambda match: _KEYWORD_OF[match.group(0)], named)
 
 
 def settings(**values: str | float | None) -> dict[str, str]:

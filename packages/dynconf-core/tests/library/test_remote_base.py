@@ -207,3 +207,16 @@ def test_a_fork_after_init_with_a_remote_follower_can_follow_again() -> None:
     finally:
         parent_watch.stop()
         parent_watch.join(2)
+
+
+def test_refusals_are_spelled_with_constructor_keywords() -> None:
+    from dynconf.remote import in_keywords
+
+    said = in_keywords(
+        "--auth-mount names a consul auth method; add --auth kubernetes or --auth jwt, or "
+        "remove it; auth userpass needs a password (DYNAMIC_CONFIG_AGENT_PASSWORD)"
+    )
+    assert said == (
+        'auth_mount= names a consul auth method; add auth="kubernetes" or auth="jwt", or '
+        "remove it; auth userpass needs password="
+    )
