@@ -220,3 +220,10 @@ def test_refusals_are_spelled_with_constructor_keywords() -> None:
         'auth_mount= names a consul auth method; add auth="kubernetes" or auth="jwt", or '
         "remove it; auth userpass needs password="
     )
+
+
+def test_a_blocking_init_with_an_unfetched_async_source_says_to_await_init_async() -> None:
+    config = DynamicConfig(None, "app").remote(AsyncMemory("[app]\nv = 3\n"))
+    with pytest.raises(BackendError, match=r"call `await init_async\(\)`"):
+        config.init()
+    assert config.try_current() is None
