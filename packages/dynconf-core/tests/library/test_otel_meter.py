@@ -52,3 +52,32 @@ def test_the_meter_reports_installs_and_refusals_as_the_collector_does(tmp_path:
     registry.register(ConfigCollector().add("db", config))
     assert registry.get_sample_value("dynamic_config_installs_total", {"config": "db"}) == 2
     assert "dynamic_config_remote_up" not in got  # no remote: absent, not zero
+
+
+def test_the_meter_reports_the_remote_series_with_the_collector_values() -> None:
+    from dynconf.remote import Format
+    from dynconf.stores import RemoteSource
+
+    class Memory(RemoteSource):
+        def fetch(self) -> tuple[str, Format]:  # type: ignore[override]
+            return '{"db": {"port": 1}}', Format.JSON
+
+        def describe(self) -> str:
+            return "memory"
+
+    config = DynamicConfig(None, "db").remote(Memory())
+    config.init()
+    config.refresh_remote()
+    reader = InMemoryMetricReader()
+    provider = MeterProvider(metric_readers=[reader])
+    try:
+        ConfigMeter(provider.get_meter("test")).add("db", config)
+        got = points(reader)
+    finally:
+        provider.shutdown()
+    registry = CollectorRegistry()
+    registry.register(ConfigCollector().add("db", config))
+    for name in ("remote_up", "remote_fetches_total", "remote_consecutive_failures"):
+        expected = registry.get_sample_value(f"dynamic_config_{name}", {"config": "db"})
+        assert got[f"dynamic_config_{name}"] == [({"config": "db"}, expected)]
+    assert got["dynamic_config_remote_fetches_total"] == [({"config": "db"}, 2)]
