@@ -28,7 +28,7 @@ def test_etcd_constructor_loads_and_the_watch_sees_a_change(etcd_server: Any) ->
         source.close()
 
 
-def test_etcd_password_callable_is_read_at_the_login(etcd_auth_server: Any) -> None:
+def test_etcd_password_callable_is_read_at_each_login(etcd_auth_server: Any) -> None:
     key = f"ctor/{uuid.uuid4().hex[:8]}/config.json"
     etcd_auth_server.client.put(key, '{"db": {"port": 5}}')
     asked: list[int] = []
@@ -40,6 +40,9 @@ def test_etcd_password_callable_is_read_at_the_login(etcd_auth_server: Any) -> N
     source = Etcd(etcd_auth_server.url, key, username=etcd_auth_server.user, password=password)
     assert DynamicConfig(None, "db").remote(source).init()["port"] == 5
     assert asked == [1]
+    source.source._invalidate_token()  # type: ignore[attr-defined]  # what a stale token does
+    source.fetch()
+    assert asked == [1, 1]  # the login after it asked again
     source.close()
 
 
