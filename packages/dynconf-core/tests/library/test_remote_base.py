@@ -227,3 +227,26 @@ def test_a_blocking_init_with_an_unfetched_async_source_says_to_await_init_async
     with pytest.raises(BackendError, match=r"call `await init_async\(\)`"):
         config.init()
     assert config.try_current() is None
+
+
+def test_the_nine_constructors_are_found_through_the_registry() -> None:
+    import importlib
+
+    import dynconf.remote
+
+    names = {
+        "Consul": "consul",
+        "Vault": "vault",
+        "Etcd": "etcd",
+        "Redis": "redis",
+        "Nats": "nats",
+        "S3": "s3",
+        "Firestore": "firestore",
+        "Git": "git",
+        "ConfigServer": "configserver",
+    }
+    for name, package in names.items():
+        found = getattr(dynconf.remote, name)
+        assert found is getattr(importlib.import_module(f"dynconf_store_{package}"), name)
+    with pytest.raises(AttributeError, match="needs its store package installed"):
+        dynconf.remote.Zookeeper  # noqa: B018
