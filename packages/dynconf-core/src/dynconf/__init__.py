@@ -31,6 +31,8 @@ _EXPORTS: dict[str, str] = {
     "Snapshot": "dynconf.diagnostics",
     "UnknownKey": "dynconf.diagnostics",
     "ConfigCollector": "dynconf.metrics",
+    "ConfigMeter": "dynconf.otel",
+    "Format": "dynconf.remote",
     "Configured": "dynconf.declare",
     "dynamic_config": "dynconf.declare",
     "set_executor": "dynconf.concurrency",
@@ -78,6 +80,7 @@ __all__ = [
     "ConfigCollector",
     "ConfigEvent",
     "ConfigGroup",
+    "ConfigMeter",
     "ConfigStatus",
     "Configured",
     "DynamicConfig",
@@ -87,6 +90,7 @@ __all__ = [
     "ErrorKind",
     "Failure",
     "Fetched",
+    "Format",
     "HookGuard",
     "InlineSource",
     "InvalidError",
@@ -171,6 +175,8 @@ if TYPE_CHECKING:
     from dynconf.metrics import ConfigCollector
     from dynconf.models import Values, secret_paths
     from dynconf.notify import Backpressure, ConfigEvent, Reloaded, ReloadFailed
+    from dynconf.otel import ConfigMeter
+    from dynconf.remote import Format
     from dynconf.resolve import InlineSource, LoadSpec, RemoteDocument, Resolved, resolve
     from dynconf.settings import DynconfSettingsSource
     from dynconf.stores import (

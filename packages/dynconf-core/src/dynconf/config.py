@@ -515,7 +515,14 @@ class DynamicConfig(Generic[M]):
         (reason ``recovered``) and raises only when that cannot load either.
         """
         slot = self._remote
-        if slot is not None and slot.fetches == 0 and not is_async_source(slot.source):
+        if slot is not None and slot.fetches == 0 and is_async_source(slot.source):
+            # loading without it would install a configuration that silently lacks the store
+            raise BackendError(
+                f"the remote source {slot.description} is async and has not been fetched; "
+                "call `await init_async()` (or `await refresh_remote_async()` first)",
+                origin=Origin.remote(slot.description),
+            )
+        if slot is not None and slot.fetches == 0:
             try:
                 self.refresh_remote()
             except DynconfError as error:

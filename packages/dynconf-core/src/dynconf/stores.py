@@ -21,15 +21,17 @@ source repeats.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import os
 import random
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from abc import abstractmethod
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
-from typing import Final, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Final, Protocol, runtime_checkable
 
 from dynconf.errors import AuthError, BackendError, DynconfError, Origin, RemoteError
 from dynconf.sources import SourceSupport, report_failure, report_watching
@@ -49,15 +51,20 @@ __all__ = [
     "StoreSpec",
     "StoreType",
     "TlsSettings",
+    "Returned",
+    "Credential",
     "WatchCapability",
+    "as_answer",
     "format_from_key",
     "format_refusals",
     "is_async_source",
+    "layered",
+    "read_credential",
     "redact_url",
-    "same_document",
     "redact_url_list",
     "report_failure",
     "report_watching",
+    "same_document",
 ]
 
 
@@ -145,16 +152,95 @@ def same_document(left: Fetched | Absent, right: Fetched | Absent) -> bool:
 Answer = Fetched | Absent
 
 
+Returned = Fetched | Absent | tuple[str, str]
+"""What a source's ``fetch`` may answer: :class:`Fetched`, :data:`ABSENT`, or the book's
+``(text, format)`` pair (``format`` a :class:`dynconf.remote.Format` member or its name)."""
+
+
+def as_answer(returned: Returned | object) -> Fetched | Absent:
+    """Normalise what a ``fetch`` returned into :class:`Fetched` or :data:`ABSENT`.
+
+    The one place a ``(text, format)`` pair becomes a :class:`Fetched`: the format name is
+    checked against the format registry (so a plugin's format is accepted and a typo is
+    refused by name), and anything else is a :class:`BackendError` saying what to return.
+    """
+    if isinstance(returned, Fetched | Absent):
+        return returned
+    if (
+        isinstance(returned, tuple)
+        and len(returned) == 2
+        and isinstance(returned[0], str)
+        and isinstance(returned[1], str)
+    ):
+        from dynconf.plugins import default_registry
+
+        text, named = returned
+        chosen = default_registry().format_named(str(getattr(named, "value", named)))
+        return Fetched(text, chosen.name)
+    raise BackendError(
+        f"a remote source's fetch() returned a {type(returned).__name__}; return "
+        "(text, Format.JSON), a Fetched or ABSENT"
+    )
+
+
+def _answering(fetch: Callable[..., object]) -> Callable[..., object]:
+    """``fetch`` wrapped so its answer goes through :func:`as_answer` (sync or async)."""
+    if inspect.iscoroutinefunction(fetch):
+
+        @functools.wraps(fetch)
+        async def fetch_async(self: object) -> Fetched | Absent:
+            return as_answer(await fetch(self))
+
+        fetch_async.__answering__ = True  # type: ignore[attr-defined]
+        return fetch_async
+
+    @functools.wraps(fetch)
+    def fetch_sync(self: object) -> Fetched | Absent:
+        return as_answer(fetch(self))
+
+    fetch_sync.__answering__ = True  # type: ignore[attr-defined]
+    return fetch_sync
+
+
+def _wrap_fetch(cls: type) -> None:
+    """Route a concrete subclass's own ``fetch`` through :func:`as_answer`, once."""
+    if cls.__dict__.get("_is_protocol"):
+        return
+    fetch = cls.__dict__.get("fetch")
+    if callable(fetch) and not getattr(fetch, "__answering__", False):
+        type.__setattr__(cls, "fetch", _answering(fetch))
+
+
 @runtime_checkable
 class RemoteSource(Protocol):
-    """A blocking store client. Runs in a worker thread when driven from async code."""
+    """A blocking store client. Runs in a worker thread when driven from async code.
 
-    capability: WatchCapability
+    Two ways to be one. A store package's source matches it structurally (it has these
+    members). Or, as the book writes a store in Python, a class *subclasses* it and
+    implements :meth:`fetch` and :meth:`describe`; it then inherits an interval watch
+    (:meth:`changes` re-reads each interval and yields when the document moved), a no-op
+    :meth:`close` and ``capability = interval``, and its ``fetch`` may return
+    ``(text, Format.JSON)``: the base class turns that into :class:`Fetched`, so every
+    caller (the engine, the agent, the config server) sees the one answer type.
+    """
 
+    capability: WatchCapability = WatchCapability.INTERVAL
+
+    if not TYPE_CHECKING:  # a protocol member to mypy otherwise; runtime-only behaviour
+
+        def __init_subclass__(cls, **kwargs: object) -> None:
+            super().__init_subclass__(**kwargs)
+            _wrap_fetch(cls)
+
+    @abstractmethod
     def fetch(self) -> Fetched | Absent:
-        """Read the document now; raise :class:`RemoteError` or :class:`AuthError`."""
+        """Read the document now; raise :class:`RemoteError` or :class:`AuthError`.
+
+        A subclass may return ``(text, format)`` instead (see :data:`Returned`).
+        """
         ...
 
+    @abstractmethod
     def describe(self) -> str:
         """Store kind, address and key; never a credential."""
         ...
@@ -166,29 +252,101 @@ class RemoteSource(Protocol):
         ``interval`` seconds and yield only when the document moved. The first observation
         primes the marker and yields nothing. Transport failures are retried inside with
         backoff; only a refusal that cannot heal (auth, a gone bucket) is raised.
+
+        The inherited body is the interval watch: re-read each paced ``interval``.
         """
-        ...
+        pace = Pace(interval)
+        last: Fetched | Absent | None = None
+        while not stop():
+            try:
+                answer = self.fetch()
+            except Exception as error:
+                if not is_retryable(error):
+                    raise
+                report_failure(self, error)
+                pace.failed()
+            else:
+                pace.succeeded()
+                report_watching(self)
+                if last is not None and not same_document(last, answer):
+                    yield answer
+                last = answer
+            if SourceSupport.pause(pace.next_wait(), stop):
+                return
 
     def close(self) -> None:
         """Release connections; the source is not used afterwards."""
-        ...
+        return
 
 
 @runtime_checkable
 class AsyncRemoteSource(Protocol):
-    """An async store client; runs on the event loop."""
+    """An async store client; runs on the event loop.
 
-    capability: WatchCapability
+    Subclassable like :class:`RemoteSource`: implement ``async def fetch`` (which may
+    return ``(text, Format.JSON)``) and :meth:`describe`; the interval :meth:`changes` and a
+    no-op :meth:`aclose` are inherited.
+    """
 
+    capability: WatchCapability = WatchCapability.INTERVAL
+
+    if not TYPE_CHECKING:  # a protocol member to mypy otherwise; runtime-only behaviour
+
+        def __init_subclass__(cls, **kwargs: object) -> None:
+            super().__init_subclass__(**kwargs)
+            _wrap_fetch(cls)
+
+    @abstractmethod
     async def fetch(self) -> Fetched | Absent: ...
 
+    @abstractmethod
     def describe(self) -> str: ...
 
-    def changes(self, interval: float) -> AsyncIterator[Fetched | Absent]:
+    async def changes(self, interval: float) -> AsyncIterator[Fetched | Absent]:
         """Async twin of :meth:`RemoteSource.changes`; cancelled by cancelling the task."""
-        ...
+        import anyio
 
-    async def aclose(self) -> None: ...
+        pace = Pace(interval)
+        last: Fetched | Absent | None = None
+        while True:
+            try:
+                answer = await self.fetch()
+            except Exception as error:
+                if not is_retryable(error):
+                    raise
+                report_failure(self, error)
+                pace.failed()
+            else:
+                pace.succeeded()
+                report_watching(self)
+                if last is not None and not same_document(last, answer):
+                    yield answer
+                last = answer
+            await anyio.sleep(pace.next_wait())
+
+    async def aclose(self) -> None:
+        return None
+
+
+def layered(
+    answers: Sequence[Fetched | Absent], *, revision: str | None, origin: Origin
+) -> Fetched | Absent:
+    """Several keys read at one instant, as one document: later keys win, table by table.
+
+    A key that is not there contributes nothing; when none is there the document is
+    :data:`ABSENT`. The merged document is JSON (each key keeps its own format until the
+    merge); ``revision`` is the store's one marker for the instant all keys were read at.
+    """
+    from dynconf.document import deep_merge
+    from dynconf.formats import dump_document, parse_text
+
+    present = [answer for answer in answers if isinstance(answer, Fetched)]
+    if not present:
+        return ABSENT
+    merged: dict[str, object] = {}
+    for answer in present:
+        deep_merge(merged, parse_text(answer.text, answer.format, origin))
+    return Fetched(dump_document(merged, "json"), "json", revision)
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,6 +404,34 @@ class AuthMethod:
     summary: str = ""
 
 
+Credential = str | Callable[[], str]
+"""A secret, or a callable that answers it: stores call it again at every login or
+connection (a rotated token file, a renewed workload identity), never once at build."""
+
+
+def read_credential(credential: Credential | None, name: str = "token") -> str | None:
+    """The credential's value now: calls a callable, passes a string through.
+
+    A callable that raises or answers something other than a string is an
+    :class:`AuthError` naming the argument, never the value.
+    """
+    if credential is None or isinstance(credential, str):
+        return credential
+    try:
+        value = credential()
+    except Exception as exc:
+        raise AuthError(
+            f"the {name} callable raised {type(exc).__name__}; fix what it reads (a token "
+            "file, a metadata endpoint)"
+        ) from exc
+    if not isinstance(value, str):
+        raise AuthError(
+            f"the {name} callable answered a {type(value).__name__}, not a str; return the "
+            "credential's text"
+        )
+    return value
+
+
 @dataclass(frozen=True)
 class StoreSpec:
     """Everything needed to build one store client, in the agent's vocabulary.
@@ -271,9 +457,12 @@ class StoreSpec:
     timeout: float | None = None
     dynamic: bool = False
     tls: TlsSettings = field(default_factory=TlsSettings)
-    token: str | None = field(default=None, repr=False)
-    password: str | None = field(default=None, repr=False)
+    token: Credential | None = field(default=None, repr=False)
+    password: Credential | None = field(default=None, repr=False)
     extra: Mapping[str, str] = field(default_factory=dict)
+    keys: tuple[str, ...] = ()
+    """Several keys read at one instant as one document (later keys win), where the store
+    can (etcd, consul); empty: the one ``key``. ``key`` is then the first of them."""
     state_dir: str | None = None
     """A directory the caller owns and can write, where the store may keep private state
     between calls (git's clone cache); ``None``: the store's own default. The agent points
@@ -476,6 +665,7 @@ _STORE_ONLY_FIELDS: Final = {
     "api_url": ("--api-url", frozenset({"firestore", "s3"})),
     "namespace": ("--namespace", frozenset({"vault"})),
     "dynamic": ("--dynamic", frozenset({"vault"})),
+    "keys": ("several keys (keys=[...])", frozenset({"consul", "etcd"})),
 }
 
 _NEED_SPELLING: Final = {

@@ -13,11 +13,12 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from dynconf_store_configserver.plugin import CONFIG_SERVER_STORE, ConfigServerStoreType
+from dynconf_store_configserver.remote import ConfigServer
 
 if TYPE_CHECKING:
     from dynconf_store_configserver.source import ConfigServerSource
 
-__all__ = ["CONFIG_SERVER_STORE", "ConfigServerSource", "ConfigServerStoreType"]
+__all__ = ["ConfigServer", "CONFIG_SERVER_STORE", "ConfigServerSource", "ConfigServerStoreType"]
 
 _LAZY: dict[str, str] = {
     "ConfigServerSource": "dynconf_store_configserver.source",

@@ -71,6 +71,9 @@ def _endpoint_refusal(endpoint: str) -> str | None:
 class ConfigServerStoreType(StoreTypeBase):
     """The config server: one ``<application>/<profile>`` document, pushed over SSE."""
 
+    constructor = "dynconf_store_configserver.remote:ConfigServer"
+    """The typed Python constructor (``from dynconf.remote import ConfigServer``)."""
+
     name = "config-server"
     capability = WatchCapability.PUSH
     auth_methods = AUTH_METHODS

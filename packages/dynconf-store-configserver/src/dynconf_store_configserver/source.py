@@ -30,9 +30,11 @@ from dynconf.store_http import HttpPolicy, store_session
 from dynconf.stores import (
     ABSENT,
     Absent,
+    Credential,
     Fetched,
     Pace,
     TlsSettings,
+    read_credential,
     same_document,
 )
 from dynconf_store_configserver.plugin import ConfigServerStoreType
@@ -63,10 +65,10 @@ log = logging.getLogger("dynconf.store.configserver")
 class StaticBearer:
     """A token given once (the token slot), or none."""
 
-    token: str | None = field(default=None, repr=False)
+    token: Credential | None = field(default=None, repr=False)
 
     def current(self, describe: str) -> str | None:
-        return self.token
+        return read_credential(self.token)
 
 
 @dataclass(frozen=True)

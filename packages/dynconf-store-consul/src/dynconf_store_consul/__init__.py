@@ -10,12 +10,20 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from dynconf_store_consul.plugin import CONSUL_STORE, ConsulStoreType
+from dynconf_store_consul.remote import Consul
 
 if TYPE_CHECKING:
     from dynconf_store_consul.auth import LoginCredential, StaticCredential
     from dynconf_store_consul.source import ConsulSource
 
-__all__ = ["CONSUL_STORE", "ConsulSource", "ConsulStoreType", "LoginCredential", "StaticCredential"]
+__all__ = [
+    "Consul",
+    "CONSUL_STORE",
+    "ConsulSource",
+    "ConsulStoreType",
+    "LoginCredential",
+    "StaticCredential",
+]
 
 _LAZY: dict[str, str] = {
     "LoginCredential": "dynconf_store_consul.auth",

@@ -20,6 +20,8 @@ from datetime import datetime
 from typing import Final, Protocol
 
 from dynconf.errors import AuthError, Origin, RemoteError
+from dynconf.stores import Credential as StoreCredential
+from dynconf.stores import read_credential
 from dynconf_store_consul.transport import Reply, Transport
 
 __all__ = [
@@ -52,15 +54,19 @@ class Credential(Protocol):
 
 
 class StaticCredential:
-    """No token (anonymous) or a supplied ACL token; never retried on refusal."""
+    """No token (anonymous) or a supplied ACL token.
 
-    renewable = False
+    A string is never retried on refusal (the same string would be sent again). A callable
+    is asked before every request, and a 403 is retried once with what it answers then (a
+    rotated token file).
+    """
 
-    def __init__(self, token: str | None) -> None:
+    def __init__(self, token: StoreCredential | None) -> None:
         self._token = token or None
+        self.renewable = callable(token)
 
     def token(self, transport: Transport) -> str | None:
-        return self._token
+        return read_credential(self._token) or None
 
     def invalidate(self) -> None:
         """Nothing to forget: the same string would be sent again."""

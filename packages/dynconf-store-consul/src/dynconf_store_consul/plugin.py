@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Final
 
 from dynconf.plugins import hookimpl
@@ -21,6 +22,7 @@ from dynconf.stores import (
     credential_from_file,
     format_from_key,
     format_refusals,
+    read_credential,
     redact_url,
 )
 
@@ -49,6 +51,8 @@ AUTH_METHODS: Final[Mapping[str, AuthMethod]] = {
 SETTINGS: Final = ("datacenter", "format", "wait", *HTTP_SETTINGS)
 """The ``extra`` keys a consul spec accepts."""
 
+MAX_TXN_KEYS: Final = 64
+"""Consul's limit on the operations of one transaction."""
 _DURATION: Final = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m)?$")
 _DATACENTER: Final = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
@@ -64,6 +68,9 @@ def parse_wait(text: str) -> float | None:
 
 class ConsulStoreType(StoreTypeBase):
     """Consul KV: one key, one document; blocking queries as the push watch."""
+
+    constructor = "dynconf_store_consul.remote:Consul"
+    """The typed Python constructor (``from dynconf.remote import Consul``)."""
 
     name = "consul"
     capability = WatchCapability.PUSH
@@ -86,7 +93,13 @@ class ConsulStoreType(StoreTypeBase):
                 "--tls-skip-verify) need an https:// consul endpoint; change the scheme or "
                 "remove them"
             )
-        refusals.extend(self._key_refusals(spec))
+        for each in spec.keys or (spec.key,):
+            refusals.extend(self._key_refusals(replace(spec, key=each)))
+        if len(spec.keys) > MAX_TXN_KEYS:
+            refusals.append(
+                f"consul reads at most {MAX_TXN_KEYS} keys in one transaction; "
+                f"{len(spec.keys)} were given: merge some documents in the store"
+            )
         refusals.extend(self._setting_refusals(spec))
         refusals.extend(self._auth_refusals(spec))
         if spec.timeout is not None and spec.timeout <= 0:
@@ -162,7 +175,7 @@ class ConsulStoreType(StoreTypeBase):
         return refusals
 
     def describe(self, spec: StoreSpec) -> str:
-        key = spec.key.lstrip("/")
+        key = ",".join(each.lstrip("/") for each in spec.keys or (spec.key,))
         datacenter = spec.extra.get("datacenter")
         where = f" dc {datacenter}" if datacenter else ""
         return f"consul {redact_url(spec.endpoint).rstrip('/')} kv/{key}{where}"
@@ -194,7 +207,9 @@ class ConsulStoreType(StoreTypeBase):
             assert spec.auth_mount
             assert spec.token
             bearer = spec.token
-            credential = LoginCredential(spec.auth_mount, lambda: bearer, describe=description)
+            credential = LoginCredential(
+                spec.auth_mount, lambda: read_credential(bearer) or "", describe=description
+            )
         else:  # anonymous, token, or no --auth (the token when one is set)
             credential = StaticCredential(spec.token)
         transport = Transport(
@@ -213,6 +228,13 @@ class ConsulStoreType(StoreTypeBase):
             description=description,
             datacenter=spec.extra.get("datacenter"),
             wait=(parse_wait(wait) or DEFAULT_WAIT) if wait else DEFAULT_WAIT,
+            keys=[
+                (
+                    each.lstrip("/"),
+                    (spec.extra.get("format") or format_from_key(each) or "").lower(),
+                )
+                for each in spec.keys
+            ],
         )
 
 

@@ -21,12 +21,13 @@ import base64
 import binascii
 import json
 import logging
-from collections.abc import Callable, Iterator
+import os
+from collections.abc import Callable, Iterator, Sequence
 from typing import Final
 
-from dynconf.errors import AuthError, DynconfError
+from dynconf.errors import AuthError, DynconfError, Origin
 from dynconf.sources import SourceSupport
-from dynconf.stores import ABSENT, Absent, Fetched, Pace, same_document
+from dynconf.stores import ABSENT, Absent, Fetched, Pace, layered, same_document
 from dynconf_store_consul.auth import Credential
 from dynconf_store_consul.plugin import ConsulStoreType
 from dynconf_store_consul.transport import Reply, Transport
@@ -65,7 +66,10 @@ class ConsulSource(SourceSupport):
         wait: float = DEFAULT_WAIT,
         retry_wait: float = RETRY_WAIT,
         on_failure: FailureSink | None = None,
+        keys: Sequence[tuple[str, str]] = (),
     ) -> None:
+        """``keys``: (key, format) pairs read in one transaction as one layered document
+        (later keys win); empty: the one ``key``."""
         self._transport = transport
         self._key = key
         self._path = f"/v1/kv/{key}"
@@ -79,6 +83,7 @@ class ConsulSource(SourceSupport):
         self.connected = False
         """True while the watch's last query succeeded (the agent's ``watch_connected``)."""
         self._closed = False
+        self._keys = tuple(keys)
 
     @property
     def credential(self) -> Credential:
@@ -141,6 +146,8 @@ class ConsulSource(SourceSupport):
 
     # ------------------------------------------------------------------ internals
     def _read(self, index: int | None) -> tuple[Fetched | Absent, int | None]:
+        if self._keys:
+            return self._read_keys(index)
         params: list[tuple[str, str]] = []
         if self._datacenter:
             params.append(("dc", self._datacenter))
@@ -160,17 +167,86 @@ class ConsulSource(SourceSupport):
             revision=None if revision is None else str(revision),
         ), new_index
 
-    def _authorised(self, params: list[tuple[str, str]]) -> Reply:
+    def _read_keys(self, index: int | None) -> tuple[Fetched | Absent, int | None]:
+        """Several keys at one instant: a blocking listing of their common prefix waits
+        for a change, then one read-only transaction reads every key at one index.
+
+        The listing's index is taken *before* the transaction, so a write between the two
+        makes the next blocking query answer at once: no change is lost.
+        """
+        dc = [("dc", self._datacenter)] if self._datacenter else []
+        params = [*dc, ("keys", "")]
+        if index is not None:
+            params.extend([("index", str(index)), ("wait", f"{self._wait:g}s")])
+        # consul prefixes are character prefixes, which is what commonprefix computes
+        prefix = os.path.commonprefix([key for key, _ in self._keys])  # noqa: RUF071
+        listing = self._authorised(params, path=f"/v1/kv/{prefix}")
+        if listing.code not in (200, 404):
+            raise self.remote_error(f"answered {listing.code}; {_status_hint(listing.code)}")
+        new_index = listing.header_int("X-Consul-Index")
+        operations = [{"KV": {"Verb": "get-tree", "Key": key}} for key, _ in self._keys]
+        reply = self._authorised(dc, path="/v1/txn", method="PUT", body=json.dumps(operations))
+        if reply.code != 200:
+            raise self.remote_error(
+                f"answered the read transaction with {reply.code}; {_status_hint(reply.code)}"
+            )
+        try:
+            results = json.loads(reply.body).get("Results") or []
+        except (ValueError, AttributeError):
+            raise self.remote_error(
+                "answered the transaction with a body that is not JSON"
+            ) from None
+        entries = {
+            r["KV"].get("Key"): r["KV"]
+            for r in results
+            if isinstance(r, dict) and isinstance(r.get("KV"), dict)
+        }
+        answers: list[Fetched | Absent] = []
+        for key, format_name in self._keys:
+            entry = entries.get(key)
+            if entry is None or entry.get("Value") is None:
+                answers.append(ABSENT)
+                continue
+            answers.append(Fetched(self._value_text(entry["Value"]), format_name))
+        revision = reply.header_int("X-Consul-Index") or new_index
+        document = layered(
+            answers,
+            revision=None if revision is None else str(revision),
+            origin=Origin.remote(self.description),
+        )
+        return document, new_index
+
+    def _value_text(self, value: object) -> str:
+        try:
+            return base64.b64decode(value, validate=True).decode("utf-8")  # type: ignore[arg-type]
+        except (binascii.Error, ValueError, TypeError):
+            raise self.remote_error(
+                "holds a value that is not UTF-8 text; store the document as UTF-8"
+            ) from None
+
+    def _authorised(
+        self,
+        params: list[tuple[str, str]],
+        *,
+        path: str | None = None,
+        method: str = "GET",
+        body: str | None = None,
+    ) -> Reply:
         """One request, plus exactly one fresh login when a login token is refused."""
+        target = self._path if path is None else path
         reply = self._transport.call(
-            "GET", self._path, params=params, token=self._credential.token(self._transport)
+            method, target, params=params, body=body, token=self._credential.token(self._transport)
         )
         if reply.code != 403:
             return reply
         if self._credential.renewable:
             self._credential.invalidate()
             reply = self._transport.call(
-                "GET", self._path, params=params, token=self._credential.token(self._transport)
+                method,
+                target,
+                params=params,
+                body=body,
+                token=self._credential.token(self._transport),
             )
             if reply.code != 403:
                 return reply
@@ -205,12 +281,7 @@ class ConsulSource(SourceSupport):
         value = entry.get("Value")
         if value is None:
             raise self.remote_error("holds no value; write the document to the key")
-        try:
-            text = base64.b64decode(value, validate=True).decode("utf-8")
-        except (binascii.Error, ValueError, TypeError):
-            raise self.remote_error(
-                "holds a value that is not UTF-8 text; store the document as UTF-8"
-            ) from None
+        text = self._value_text(value)
         modify = entry.get("ModifyIndex")
         return text, modify if isinstance(modify, int) else None
 

@@ -192,6 +192,10 @@ class Transport:
                 reply = self._http.post(
                     keep, path, params=list(params), data=body or "", headers=headers
                 )
+            elif method == "PUT":  # a read-only transaction (/v1/txn)
+                reply = self._http.put(
+                    keep, path, params=list(params), data=body or "", headers=headers
+                )
             else:  # pragma: no cover - the source only reads and logs in/out
                 raise ValueError(method)
         except requests.exceptions.SSLError:

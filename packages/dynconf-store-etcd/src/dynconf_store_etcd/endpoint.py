@@ -72,21 +72,27 @@ def parse_endpoint(endpoint: str) -> tuple[Endpoint | None, list[str]]:
     return Endpoint(parts.scheme, parts.hostname, port or DEFAULT_PORT), []
 
 
+def _key_refusals(spec: StoreSpec, key: str) -> list[str]:
+    if not key:
+        return ["etcd needs --key: the key that holds the document"]
+    if "," in key:
+        return [
+            "etcd reads one key per source; merge several documents with a template or the "
+            "config server"
+        ]
+    if format_from_key(key) is None and "format" not in spec.extra:
+        return [
+            f"the etcd key {key} has no extension naming its format; name the key "
+            "with .json, .toml, .yaml, .ini, .properties or .env"
+        ]
+    return []
+
+
 def spec_refusals(spec: StoreSpec) -> list[str]:
     """Every etcd-specific refusal for ``spec`` (the shared ones live in the base)."""
     refusals: list[str] = []
-    if not spec.key:
-        refusals.append("etcd needs --key: the key that holds the document")
-    elif "," in spec.key:
-        refusals.append(
-            "etcd reads one key per source; merge several documents with a template or the "
-            "config server"
-        )
-    elif format_from_key(spec.key) is None and "format" not in spec.extra:
-        refusals.append(
-            f"the etcd key {spec.key} has no extension naming its format; name the key "
-            "with .json, .toml, .yaml, .ini, .properties or .env"
-        )
+    for key in spec.keys or (spec.key,):
+        refusals.extend(_key_refusals(spec, key))
     endpoint, problems = parse_endpoint(spec.endpoint)
     refusals.extend(problems)
     if spec.auth_username and not spec.password:

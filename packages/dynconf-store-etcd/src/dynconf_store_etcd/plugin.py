@@ -33,6 +33,9 @@ __all__ = ["ETCD_STORE", "EtcdStoreType", "dynconf_stores"]
 class EtcdStoreType(StoreTypeBase):
     """etcd v3 through its gRPC gateway: one key, watched by the gateway's watch stream."""
 
+    constructor = "dynconf_store_etcd.remote:Etcd"
+    """The typed Python constructor (``from dynconf.remote import Etcd``)."""
+
     name = "etcd"
     capability = WatchCapability.PUSH
     auth_methods: Mapping[str, AuthMethod] = {}
@@ -48,7 +51,7 @@ class EtcdStoreType(StoreTypeBase):
         return spec_refusals(spec)
 
     def describe(self, spec: StoreSpec) -> str:
-        return f"etcd {redact_url(spec.endpoint)} key {spec.key}"
+        return f"etcd {redact_url(spec.endpoint)} key {','.join(spec.keys or (spec.key,))}"
 
     def build(self, spec: StoreSpec) -> EtcdSource:
         endpoint, _problems = parse_endpoint(spec.endpoint)
@@ -67,6 +70,10 @@ class EtcdStoreType(StoreTypeBase):
             tls=spec.tls,
             timeout=spec.timeout,
             policy=HttpPolicy.from_settings(spec.extra),
+            keys=[
+                (each, spec.extra.get("format") or format_from_key(each) or "json")
+                for each in spec.keys
+            ],
         )
 
 

@@ -18,7 +18,8 @@ import binascii
 import json
 import logging
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Final
 
 from dynconf.errors import AuthError, DynconfError, Origin, RemoteError
@@ -27,9 +28,12 @@ from dynconf.store_http import HttpPolicy, store_session
 from dynconf.stores import (
     ABSENT,
     Absent,
+    Credential,
     Fetched,
     Pace,
     TlsSettings,
+    layered,
+    read_credential,
     same_document,
 )
 from dynconf_store_etcd.endpoint import Endpoint
@@ -78,11 +82,14 @@ class EtcdSource(SourceSupport):
         *,
         described: str,
         username: str | None = None,
-        password: str | None = None,
+        password: Credential | None = None,
         tls: TlsSettings | None = None,
         timeout: float | None = None,
         policy: HttpPolicy | None = None,
+        keys: Sequence[tuple[str, str]] = (),
     ) -> None:
+        """``keys``: (key, format) pairs read in one transaction, at one revision, as one
+        layered document (later keys win); empty: the one ``key``."""
         self._endpoint = endpoint
         self._policy = policy or HttpPolicy()
         self._key = key
@@ -95,6 +102,7 @@ class EtcdSource(SourceSupport):
         self._client_instance: Etcd3Client | None = None
         self._token: str | None = None
         self._lock = threading.Lock()
+        self._keys = tuple(keys)
 
     # -- protocol ---------------------------------------------------------------------
 
@@ -163,12 +171,28 @@ class EtcdSource(SourceSupport):
 
     def _read(self) -> tuple[Fetched | Absent, int]:
         """The key's document (or ABSENT) and the store revision the read saw."""
+        if self._keys:
+            return self._read_keys()
         body = self._call("kv/range", {"key": _b64(self._key)})
         revision = _int(body.get("header", {}).get("revision"))
         kvs = body.get("kvs") or []
         if not kvs:
             return ABSENT, revision
         return self._document(kvs[0]), revision
+
+    def _read_keys(self) -> tuple[Fetched | Absent, int]:
+        """Every key in one transaction: etcd serves all its ranges at one revision."""
+        ranges = [{"request_range": {"key": _b64(key)}} for key, _ in self._keys]
+        body = self._call("kv/txn", {"success": ranges})
+        revision = _int(body.get("header", {}).get("revision"))
+        answers: list[Fetched | Absent] = []
+        for (_key, format_name), response in zip(
+            self._keys, body.get("responses") or [], strict=False
+        ):
+            kvs = (response.get("response_range") or {}).get("kvs") or []
+            answers.append(replace(self._document(kvs[0]), format=format_name) if kvs else ABSENT)
+        merged = layered(answers, revision=str(revision), origin=Origin.remote(self.description))
+        return merged, revision
 
     def _document(self, kv: dict[str, Any]) -> Fetched:
         try:
@@ -266,6 +290,13 @@ class EtcdSource(SourceSupport):
         client = self._client()
         self._ensure_token(client)
         create = {"key": _b64(self._key), "start_revision": start_revision}
+        if self._keys:  # one range over every key; an event in between costs a re-read
+            names = sorted(key for key, _ in self._keys)
+            create = {
+                "key": _b64(names[0]),
+                "range_end": _b64(names[-1] + "\0"),
+                "start_revision": start_revision,
+            }
         request: dict[str, Any] = {"create_request": create}
         try:
             response = client.session.post(
@@ -301,6 +332,10 @@ class EtcdSource(SourceSupport):
             pace.succeeded()
             if self.on_watching is not None:
                 self.on_watching()
+            return
+        if self._keys:
+            if result.get("events"):
+                yield self._read_keys()[0]
             return
         for event in result.get("events") or []:
             kv = event.get("kv") or {}
@@ -385,7 +420,10 @@ class EtcdSource(SourceSupport):
                 body = self._send(
                     client,
                     "auth/authenticate",
-                    {"name": self._username, "password": self._password or ""},
+                    {
+                        "name": self._username,
+                        "password": read_credential(self._password, "password") or "",
+                    },
                 )
             except _GatewayError as error:
                 raise self._login_error(error) from None

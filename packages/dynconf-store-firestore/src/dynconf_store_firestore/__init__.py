@@ -10,11 +10,19 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from dynconf_store_firestore.plugin import FIRESTORE_STORE, FirestoreStoreType, Target
+from dynconf_store_firestore.remote import Firestore
 
 if TYPE_CHECKING:
     from dynconf_store_firestore.source import Connection, FirestoreSource
 
-__all__ = ["Connection", "FIRESTORE_STORE", "FirestoreSource", "FirestoreStoreType", "Target"]
+__all__ = [
+    "Firestore",
+    "Connection",
+    "FIRESTORE_STORE",
+    "FirestoreSource",
+    "FirestoreStoreType",
+    "Target",
+]
 
 _LAZY: dict[str, str] = {
     "Connection": "dynconf_store_firestore.source",

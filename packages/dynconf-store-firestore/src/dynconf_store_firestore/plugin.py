@@ -115,6 +115,9 @@ def api_endpoint(api_url: str) -> str | None:
 class FirestoreStoreType(StoreTypeBase):
     """Firestore: one document's fields as a plain document; a snapshot listener as push."""
 
+    constructor = "dynconf_store_firestore.remote:Firestore"
+    """The typed Python constructor (``from dynconf.remote import Firestore``)."""
+
     name = "firestore"
     capability = WatchCapability.PUSH
     auth_methods = AUTH_METHODS

@@ -26,7 +26,15 @@ from typing import Any, Final
 from dynconf.errors import AuthError, DynconfError
 from dynconf.sources import SourceSupport
 from dynconf.store_http import note_ignored_proxy
-from dynconf.stores import ABSENT, Absent, Fetched, Pace, same_document
+from dynconf.stores import (
+    ABSENT,
+    Absent,
+    Credential,
+    Fetched,
+    Pace,
+    read_credential,
+    same_document,
+)
 from dynconf_store_firestore.convert import UnconvertibleField, plain_document, rfc3339
 from dynconf_store_firestore.plugin import FirestoreStoreType, Target
 
@@ -53,7 +61,7 @@ class Connection:
     method: str
     emulator: str | None = None
     api_endpoint: str | None = None
-    token: str | None = field(default=None, repr=False)
+    token: Credential | None = field(default=None, repr=False)
     use_proxy: bool = False
     """Let gRPC use ``grpc_proxy`` / ``https_proxy`` / ``http_proxy`` (``use_proxy=true``)."""
 
@@ -103,7 +111,7 @@ class FirestoreSource(SourceSupport):
         elif conn.method == "access-token":
             from google.oauth2.credentials import Credentials
 
-            credentials = Credentials(token=conn.token)  # type: ignore[no-untyped-call]
+            credentials = Credentials(token=read_credential(conn.token))  # type: ignore[no-untyped-call]
         elif conn.use_proxy:
             from google.auth import compute_engine
 

@@ -10,12 +10,13 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from dynconf_store_git.plugin import GIT_STORE, GitStoreType
+from dynconf_store_git.remote import Git
 
 if TYPE_CHECKING:
     from dynconf_store_git.credential import Credential
     from dynconf_store_git.source import GitSource
 
-__all__ = ["Credential", "GIT_STORE", "GitSource", "GitStoreType"]
+__all__ = ["Git", "Credential", "GIT_STORE", "GitSource", "GitStoreType"]
 
 _LAZY: dict[str, str] = {
     "Credential": "dynconf_store_git.credential",

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Final
 
 from dynconf.errors import Origin, RemoteError
-from dynconf.stores import credential_from_file
+from dynconf.stores import Credential as StoreCredential
+from dynconf.stores import credential_from_file, read_credential
 
 __all__ = ["DEFAULT_USERNAME", "Credential"]
 
@@ -33,7 +34,7 @@ class Credential:
 
     method: str
     username: str = DEFAULT_USERNAME
-    token: str | None = None
+    token: StoreCredential | None = None
     token_path: str | None = None
     ssh_key: str | None = None
 
@@ -64,7 +65,7 @@ class Credential:
                     origin=Origin.remote(describe),
                 ) from None
         else:
-            value = (self.token or "").strip()
+            value = (read_credential(self.token) or "").strip()
         if not value:
             raise RemoteError(
                 f"{describe}: the token is empty; fill the token slot or the token file",

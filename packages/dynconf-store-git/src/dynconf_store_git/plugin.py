@@ -72,6 +72,9 @@ def effective_auth(spec: StoreSpec) -> str:
 class GitStoreType(StoreTypeBase):
     """Git: one file of a ref's tree; the ref advertisement as the conditional watch."""
 
+    constructor = "dynconf_store_git.remote:Git"
+    """The typed Python constructor (``from dynconf.remote import Git``)."""
+
     name = "git"
     capability = WatchCapability.CONDITIONAL
     auth_methods = AUTH_METHODS

@@ -17,11 +17,13 @@ from dynconf_store_nats.plugin import (
     credential_mode,
     parse_key,
 )
+from dynconf_store_nats.remote import Nats
 
 if TYPE_CHECKING:
     from dynconf_store_nats.source import NatsSource, NoSuchBucket
 
 __all__ = [
+    "Nats",
     "CREDENTIAL_MODES",
     "NATS_STORE",
     "NatsKey",

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from dynconf.errors import AuthError, DynconfError, Origin, RemoteError
-from dynconf.stores import TlsSettings
+from dynconf.stores import Credential, TlsSettings, read_credential
 
 if TYPE_CHECKING:
     from nats.aio.client import Client
@@ -77,7 +77,7 @@ class ConnectSettings:
 
     servers: tuple[str, ...]
     description: str
-    token: str | None = field(default=None, repr=False)
+    token: Credential | None = field(default=None, repr=False)
     creds_file: str | None = None
     tls: TlsSettings = field(default_factory=TlsSettings)
     timeout: float = DEFAULT_TIMEOUT
@@ -297,7 +297,7 @@ async def connect(
         "closed_cb": closed,
     }
     if settings.token:
-        options["token"] = settings.token
+        options["token"] = read_credential(settings.token)
     if settings.creds_file:
         if not Path(settings.creds_file).is_file():
             raise RemoteError(

@@ -133,6 +133,9 @@ def server_refusals(endpoint: str) -> list[str]:
 class NatsStoreType(StoreTypeBase):
     """NATS JetStream KV: one key of an existing bucket is one document; a push watch."""
 
+    constructor = "dynconf_store_nats.remote:Nats"
+    """The typed Python constructor (``from dynconf.remote import Nats``)."""
+
     name = "nats"
     capability = WatchCapability.PUSH
     auth_methods: Mapping[str, AuthMethod] = {}

@@ -30,6 +30,9 @@ __all__ = ["REDIS_STORE", "RedisStoreType", "dynconf_stores"]
 class RedisStoreType(StoreTypeBase):
     """Redis: one string key, watched through keyspace notifications."""
 
+    constructor = "dynconf_store_redis.remote:Redis"
+    """The typed Python constructor (``from dynconf.remote import Redis``)."""
+
     name = "redis"
     capability = WatchCapability.PUSH
     auth_methods: Mapping[str, AuthMethod] = {}

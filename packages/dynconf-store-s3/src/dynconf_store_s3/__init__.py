@@ -10,11 +10,20 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from dynconf_store_s3.plugin import PLACEHOLDER_REGION, S3_STORE, S3StoreType
+from dynconf_store_s3.remote import S3
 
 if TYPE_CHECKING:
     from dynconf_store_s3.source import AUTH_CODES, S3Settings, S3Source
 
-__all__ = ["AUTH_CODES", "PLACEHOLDER_REGION", "S3Settings", "S3Source", "S3StoreType", "S3_STORE"]
+__all__ = [
+    "S3",
+    "AUTH_CODES",
+    "PLACEHOLDER_REGION",
+    "S3Settings",
+    "S3Source",
+    "S3StoreType",
+    "S3_STORE",
+]
 
 _LAZY: dict[str, str] = {
     "AUTH_CODES": "dynconf_store_s3.source",

@@ -62,6 +62,9 @@ def bucket_refusal(bucket: str) -> str | None:
 class S3StoreType(StoreTypeBase):
     """One S3 object is one document; watched by conditional HEAD on its ETag."""
 
+    constructor = "dynconf_store_s3.remote:S3"
+    """The typed Python constructor (``from dynconf.remote import S3``)."""
+
     name = "s3"
     capability = WatchCapability.CONDITIONAL
     auth_methods: Mapping[str, AuthMethod] = {}

@@ -16,11 +16,13 @@ from dynconf_store_vault.lease import (
     certificate_ttl,
 )
 from dynconf_store_vault.plugin import AUTH_METHODS, VAULT_STORE, VaultStoreType
+from dynconf_store_vault.remote import Vault
 
 if TYPE_CHECKING:
     from dynconf_store_vault.source import VaultSource
 
 __all__ = [
+    "Vault",
     "AUTH_METHODS",
     "REISSUE_FRACTION",
     "RENEW_FRACTION",

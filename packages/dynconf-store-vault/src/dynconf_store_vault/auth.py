@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from dynconf.errors import AuthError, Origin, RemoteError
-from dynconf.stores import StoreSpec, credential_from_file
+from dynconf.stores import Credential, StoreSpec, credential_from_file, read_credential
 from dynconf_store_vault.transport import Answer, Transport
 
 __all__ = [
@@ -101,19 +101,19 @@ def login_for(spec: StoreSpec, origin: Origin) -> Login | None:
 
         return Login(method, mount, f"auth/{mount}/login", kubernetes)
     if method == "approle":
-        role_id, secret_id = spec.auth_role or "", spec.password or ""
+        role_id, secret_id = spec.auth_role or "", spec.password
         return Login(
             method,
             mount,
             f"auth/{mount}/login",
-            lambda: {"role_id": role_id, "secret_id": secret_id},
+            lambda: {"role_id": role_id, "secret_id": read_credential(secret_id, "password") or ""},
         )
     if method == "jwt":
         jwt_path, bearer, jwt_role = spec.auth_token_path, spec.token, spec.auth_role
 
         def jwt() -> Mapping[str, Any]:
             body: dict[str, Any] = {
-                "jwt": read_file(jwt_path, "JWT") if jwt_path else (bearer or "")
+                "jwt": read_file(jwt_path, "JWT") if jwt_path else (read_credential(bearer) or "")
             }
             if jwt_role:
                 body["role"] = jwt_role
@@ -121,9 +121,12 @@ def login_for(spec: StoreSpec, origin: Origin) -> Login | None:
 
         return Login(method, mount, f"auth/{mount}/login", jwt)
     if method in ("userpass", "ldap"):
-        username, password = spec.auth_username or "", spec.password or ""
+        username, password = spec.auth_username or "", spec.password
         return Login(
-            method, mount, f"auth/{mount}/login/{username}", lambda: {"password": password}
+            method,
+            mount,
+            f"auth/{mount}/login/{username}",
+            lambda: {"password": read_credential(password, "password") or ""},
         )
     if method == "cert":
         cert_role = spec.auth_role
@@ -148,7 +151,7 @@ class TokenKeeper:
         self,
         transport: Transport,
         login: Login | None,
-        supplied: str | None,
+        supplied: Credential | None,
         origin: Origin,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -168,7 +171,8 @@ class TokenKeeper:
 
     @property
     def can_relogin(self) -> bool:
-        return self._login is not None
+        """A login, or a supplied token given as a callable (asked again after a 403)."""
+        return self._login is not None or callable(self._supplied)
 
     @property
     def method(self) -> str:
@@ -211,7 +215,7 @@ class TokenKeeper:
                 self.renewals += 1
                 # renew-self keeps the same token; some servers omit it from the answer.
                 return self._install(Grant(grant.token, renewed.ttl, renewed.renewable))
-        if self._login is None:
+        if self._login is None and not callable(self._supplied):
             return grant
         return self._obtain()
 
@@ -239,7 +243,7 @@ class TokenKeeper:
         return self._install(grant)
 
     def _lookup_supplied(self) -> Grant:
-        supplied = self._supplied
+        supplied = read_credential(self._supplied)
         if not supplied:
             raise AuthError(
                 "vault auth token needs a token (DYNAMIC_CONFIG_AGENT_TOKEN); set it or "

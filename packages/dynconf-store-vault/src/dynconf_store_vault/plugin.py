@@ -57,6 +57,9 @@ _FLAG: Final = {
 class VaultStoreType(StoreTypeBase):
     """Vault (and OpenBao): KV v2 by metadata version, or a dynamic engine with leases."""
 
+    constructor = "dynconf_store_vault.remote:Vault"
+    """The typed Python constructor (``from dynconf.remote import Vault``)."""
+
     name = "vault"
     capability = WatchCapability.CONDITIONAL
     auth_methods = AUTH_METHODS
