@@ -7,8 +7,9 @@ needed: an agent that only renders must stay small.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from dynconf.lazy import lazy_attributes
 
 __version__ = "0.1.0"
 
@@ -68,71 +69,10 @@ _EXPORTS: dict[str, str] = {
     "WatchCapability": "dynconf.stores",
 }
 
-__all__ = [
-    "ABSENT",
-    "Absent",
-    "AsyncRemoteSource",
-    "AuthError",
-    "BackendError",
-    "Backpressure",
-    "CacheMode",
-    "Change",
-    "ConfigCollector",
-    "ConfigEvent",
-    "ConfigGroup",
-    "ConfigMeter",
-    "ConfigStatus",
-    "Configured",
-    "DynamicConfig",
-    "DynconfError",
-    "DynconfSettingsSource",
-    "EnvError",
-    "ErrorKind",
-    "Failure",
-    "Fetched",
-    "Format",
-    "HookGuard",
-    "InlineSource",
-    "InvalidError",
-    "IoError",
-    "LimitError",
-    "LoadSpec",
-    "MissingError",
-    "NotInitialisedError",
-    "Origin",
-    "ParseError",
-    "ReloadFailed",
-    "ReloadReason",
-    "Reloaded",
-    "RemoteDocument",
-    "RemoteError",
-    "RemoteSource",
-    "RemoteStatus",
-    "Report",
-    "Resolved",
-    "Snapshot",
-    "StoreSpec",
-    "TypeMismatchError",
-    "UnknownKey",
-    "Values",
-    "WatchCapability",
-    "__version__",
-    "changed_paths",
-    "dynamic_config",
-    "fingerprint",
-    "resolve",
-    "secret_paths",
-    "set_executor",
-]
+__all__ = [*_EXPORTS, "__version__"]  # noqa: PLE0604 - one list: the runtime table
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'dynconf' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_attributes(globals(), _EXPORTS)
 
 
 def __dir__() -> list[str]:
@@ -140,51 +80,132 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
-    from dynconf.cache import CacheMode
-    from dynconf.concurrency import set_executor
+    from dynconf.cache import CacheMode as CacheMode
+    from dynconf.concurrency import set_executor as set_executor
     from dynconf.config import (
-        Change,
-        ConfigStatus,
-        DynamicConfig,
-        Failure,
-        HookGuard,
-        ReloadReason,
-        RemoteStatus,
-        changed_paths,
+        Change as Change,
     )
-    from dynconf.declare import Configured, dynamic_config
-    from dynconf.diagnostics import Report, Snapshot, UnknownKey
-    from dynconf.document import fingerprint
+    from dynconf.config import (
+        ConfigStatus as ConfigStatus,
+    )
+    from dynconf.config import (
+        DynamicConfig as DynamicConfig,
+    )
+    from dynconf.config import (
+        Failure as Failure,
+    )
+    from dynconf.config import (
+        HookGuard as HookGuard,
+    )
+    from dynconf.config import (
+        ReloadReason as ReloadReason,
+    )
+    from dynconf.config import (
+        RemoteStatus as RemoteStatus,
+    )
+    from dynconf.config import (
+        changed_paths as changed_paths,
+    )
+    from dynconf.declare import Configured as Configured
+    from dynconf.declare import dynamic_config as dynamic_config
+    from dynconf.diagnostics import Report as Report
+    from dynconf.diagnostics import Snapshot as Snapshot
+    from dynconf.diagnostics import UnknownKey as UnknownKey
+    from dynconf.document import fingerprint as fingerprint
     from dynconf.errors import (
-        AuthError,
-        BackendError,
-        DynconfError,
-        EnvError,
-        ErrorKind,
-        InvalidError,
-        IoError,
-        LimitError,
-        MissingError,
-        NotInitialisedError,
-        Origin,
-        ParseError,
-        RemoteError,
-        TypeMismatchError,
+        AuthError as AuthError,
     )
-    from dynconf.group import ConfigGroup
-    from dynconf.metrics import ConfigCollector
-    from dynconf.models import Values, secret_paths
-    from dynconf.notify import Backpressure, ConfigEvent, Reloaded, ReloadFailed
-    from dynconf.otel import ConfigMeter
-    from dynconf.remote import Format
-    from dynconf.resolve import InlineSource, LoadSpec, RemoteDocument, Resolved, resolve
-    from dynconf.settings import DynconfSettingsSource
+    from dynconf.errors import (
+        BackendError as BackendError,
+    )
+    from dynconf.errors import (
+        DynconfError as DynconfError,
+    )
+    from dynconf.errors import (
+        EnvError as EnvError,
+    )
+    from dynconf.errors import (
+        ErrorKind as ErrorKind,
+    )
+    from dynconf.errors import (
+        InvalidError as InvalidError,
+    )
+    from dynconf.errors import (
+        IoError as IoError,
+    )
+    from dynconf.errors import (
+        LimitError as LimitError,
+    )
+    from dynconf.errors import (
+        MissingError as MissingError,
+    )
+    from dynconf.errors import (
+        NotInitialisedError as NotInitialisedError,
+    )
+    from dynconf.errors import (
+        Origin as Origin,
+    )
+    from dynconf.errors import (
+        ParseError as ParseError,
+    )
+    from dynconf.errors import (
+        RemoteError as RemoteError,
+    )
+    from dynconf.errors import (
+        TypeMismatchError as TypeMismatchError,
+    )
+    from dynconf.group import ConfigGroup as ConfigGroup
+    from dynconf.metrics import ConfigCollector as ConfigCollector
+    from dynconf.models import Values as Values
+    from dynconf.models import secret_paths as secret_paths
+    from dynconf.notify import (
+        Backpressure as Backpressure,
+    )
+    from dynconf.notify import (
+        ConfigEvent as ConfigEvent,
+    )
+    from dynconf.notify import (
+        Reloaded as Reloaded,
+    )
+    from dynconf.notify import (
+        ReloadFailed as ReloadFailed,
+    )
+    from dynconf.otel import ConfigMeter as ConfigMeter
+    from dynconf.remote import Format as Format
+    from dynconf.resolve import (
+        InlineSource as InlineSource,
+    )
+    from dynconf.resolve import (
+        LoadSpec as LoadSpec,
+    )
+    from dynconf.resolve import (
+        RemoteDocument as RemoteDocument,
+    )
+    from dynconf.resolve import (
+        Resolved as Resolved,
+    )
+    from dynconf.resolve import (
+        resolve as resolve,
+    )
+    from dynconf.settings import DynconfSettingsSource as DynconfSettingsSource
     from dynconf.stores import (
-        ABSENT,
-        Absent,
-        AsyncRemoteSource,
-        Fetched,
-        RemoteSource,
-        StoreSpec,
-        WatchCapability,
+        ABSENT as ABSENT,
+    )
+    from dynconf.stores import (
+        Absent as Absent,
+    )
+    from dynconf.stores import (
+        AsyncRemoteSource as AsyncRemoteSource,
+    )
+    from dynconf.stores import (
+        Fetched as Fetched,
+    )
+    from dynconf.stores import (
+        RemoteSource as RemoteSource,
+    )
+    from dynconf.stores import (
+        StoreSpec as StoreSpec,
+    )
+    from dynconf.stores import (
+        WatchCapability as WatchCapability,
     )

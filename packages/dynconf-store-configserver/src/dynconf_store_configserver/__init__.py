@@ -9,9 +9,9 @@ those documents.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from dynconf.lazy import lazy_attributes
 from dynconf_store_configserver.plugin import CONFIG_SERVER_STORE, ConfigServerStoreType
 from dynconf_store_configserver.remote import ConfigServer
 
@@ -20,15 +20,11 @@ if TYPE_CHECKING:
 
 __all__ = ["ConfigServer", "CONFIG_SERVER_STORE", "ConfigServerSource", "ConfigServerStoreType"]
 
-_LAZY: dict[str, str] = {
-    "ConfigServerSource": "dynconf_store_configserver.source",
-}
-"""Names imported on first use: plugin discovery imports this package, and an agent that
-uses another store must not pay for this one's client code."""
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(name)
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_attributes(
+    globals(),
+    {
+        "ConfigServerSource": "dynconf_store_configserver.source",
+    },
+)
+"""Names imported on first use (:mod:`dynconf.lazy`): plugin discovery imports this
+package, and an agent that uses another store must not pay for this one's client code."""

@@ -6,9 +6,9 @@ library (py-consul) is imported only when a source is built.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from dynconf.lazy import lazy_attributes
 from dynconf_store_consul.plugin import CONSUL_STORE, ConsulStoreType
 from dynconf_store_consul.remote import Consul
 
@@ -25,17 +25,13 @@ __all__ = [
     "StaticCredential",
 ]
 
-_LAZY: dict[str, str] = {
-    "LoginCredential": "dynconf_store_consul.auth",
-    "StaticCredential": "dynconf_store_consul.auth",
-    "ConsulSource": "dynconf_store_consul.source",
-}
-"""Names imported on first use: plugin discovery imports this package, and an agent that
-uses another store must not pay for this one's client code."""
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(name)
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_attributes(
+    globals(),
+    {
+        "LoginCredential": "dynconf_store_consul.auth",
+        "StaticCredential": "dynconf_store_consul.auth",
+        "ConsulSource": "dynconf_store_consul.source",
+    },
+)
+"""Names imported on first use (:mod:`dynconf.lazy`): plugin discovery imports this
+package, and an agent that uses another store must not pay for this one's client code."""

@@ -6,9 +6,9 @@ library (google-cloud-firestore) is imported only when a source is built.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from dynconf.lazy import lazy_attributes
 from dynconf_store_firestore.plugin import FIRESTORE_STORE, FirestoreStoreType, Target
 from dynconf_store_firestore.remote import Firestore
 
@@ -24,16 +24,12 @@ __all__ = [
     "Target",
 ]
 
-_LAZY: dict[str, str] = {
-    "Connection": "dynconf_store_firestore.source",
-    "FirestoreSource": "dynconf_store_firestore.source",
-}
-"""Names imported on first use: plugin discovery imports this package, and an agent that
-uses another store must not pay for this one's client code."""
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(name)
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_attributes(
+    globals(),
+    {
+        "Connection": "dynconf_store_firestore.source",
+        "FirestoreSource": "dynconf_store_firestore.source",
+    },
+)
+"""Names imported on first use (:mod:`dynconf.lazy`): plugin discovery imports this
+package, and an agent that uses another store must not pay for this one's client code."""

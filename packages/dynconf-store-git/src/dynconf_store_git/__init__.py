@@ -6,9 +6,9 @@ imported only when a source reads a tree.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from dynconf.lazy import lazy_attributes
 from dynconf_store_git.plugin import GIT_STORE, GitStoreType
 from dynconf_store_git.remote import Git
 
@@ -18,16 +18,12 @@ if TYPE_CHECKING:
 
 __all__ = ["Git", "Credential", "GIT_STORE", "GitSource", "GitStoreType"]
 
-_LAZY: dict[str, str] = {
-    "Credential": "dynconf_store_git.credential",
-    "GitSource": "dynconf_store_git.source",
-}
-"""Names imported on first use: plugin discovery imports this package, and an agent that
-uses another store must not pay for this one's client code."""
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(name)
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_attributes(
+    globals(),
+    {
+        "Credential": "dynconf_store_git.credential",
+        "GitSource": "dynconf_store_git.source",
+    },
+)
+"""Names imported on first use (:mod:`dynconf.lazy`): plugin discovery imports this
+package, and an agent that uses another store must not pay for this one's client code."""

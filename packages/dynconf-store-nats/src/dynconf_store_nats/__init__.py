@@ -6,9 +6,9 @@ library (nats-py) is imported only when a source is built and used.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from dynconf.lazy import lazy_attributes
 from dynconf_store_nats.plugin import (
     CREDENTIAL_MODES,
     NATS_STORE,
@@ -34,16 +34,12 @@ __all__ = [
     "parse_key",
 ]
 
-_LAZY: dict[str, str] = {
-    "NatsSource": "dynconf_store_nats.source",
-    "NoSuchBucket": "dynconf_store_nats.source",
-}
-"""Names imported on first use: plugin discovery imports this package, and an agent that
-uses another store must not pay for this one's client code."""
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(name)
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_attributes(
+    globals(),
+    {
+        "NatsSource": "dynconf_store_nats.source",
+        "NoSuchBucket": "dynconf_store_nats.source",
+    },
+)
+"""Names imported on first use (:mod:`dynconf.lazy`): plugin discovery imports this
+package, and an agent that uses another store must not pay for this one's client code."""

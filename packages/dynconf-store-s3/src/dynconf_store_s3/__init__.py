@@ -6,9 +6,9 @@ The plugin module (``dynconf_store_s3.plugin``) is what discovery loads; the cli
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from dynconf.lazy import lazy_attributes
 from dynconf_store_s3.plugin import PLACEHOLDER_REGION, S3_STORE, S3StoreType
 from dynconf_store_s3.remote import S3
 
@@ -25,17 +25,13 @@ __all__ = [
     "S3_STORE",
 ]
 
-_LAZY: dict[str, str] = {
-    "AUTH_CODES": "dynconf_store_s3.source",
-    "S3Settings": "dynconf_store_s3.source",
-    "S3Source": "dynconf_store_s3.source",
-}
-"""Names imported on first use: plugin discovery imports this package, and an agent that
-uses another store must not pay for this one's client code."""
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(name)
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_attributes(
+    globals(),
+    {
+        "AUTH_CODES": "dynconf_store_s3.source",
+        "S3Settings": "dynconf_store_s3.source",
+        "S3Source": "dynconf_store_s3.source",
+    },
+)
+"""Names imported on first use (:mod:`dynconf.lazy`): plugin discovery imports this
+package, and an agent that uses another store must not pay for this one's client code."""

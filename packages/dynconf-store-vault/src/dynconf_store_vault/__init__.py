@@ -6,8 +6,9 @@ hvac) is imported on first use, so plugin discovery stays cheap.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from dynconf.lazy import lazy_attributes
 from dynconf_store_vault.lease import (
     REISSUE_FRACTION,
     RENEW_FRACTION,
@@ -35,9 +36,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if name == "VaultSource":
-        from dynconf_store_vault.source import VaultSource
-
-        return VaultSource
-    raise AttributeError(name)
+__getattr__ = lazy_attributes(globals(), {"VaultSource": "dynconf_store_vault.source"})
