@@ -50,6 +50,7 @@ __all__ = [
     "SourceSupport",
     "StoreSpec",
     "StoreType",
+    "StoreTypeBase",
     "TlsSettings",
     "Returned",
     "Credential",
