@@ -34,6 +34,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -269,13 +270,18 @@ def build_image(ctx: Context, name: str) -> Path:
         return out
     started = time.monotonic()
     stage = parse_dockerfile(dockerfile(ctx, name))
-    staging = ctx.cache / "images" / "staging" / name
-    rootfs = _base_rootfs(ctx, staging, stage.apt_packages)
-    tree = _install_tree(ctx, stage.install_prefix, key)
-    target = rootfs / stage.install_prefix.lstrip("/")
-    shutil.copytree(tree, target, symlinks=True, ignore=shutil.ignore_patterns(".done"))
-    write_archive(rootfs, out, image_name(ctx, name), stage.config())
-    shutil.rmtree(staging, ignore_errors=True)
+    # A staging directory of this build's own: the cache is shared by every checkout, and two
+    # checkouts building the same image at once must not unpack into one tree.
+    (ctx.cache / "images" / "staging").mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=ctx.cache / "images" / "staging"))
+    try:
+        rootfs = _base_rootfs(ctx, staging, stage.apt_packages)
+        tree = _install_tree(ctx, stage.install_prefix, key)
+        target = rootfs / stage.install_prefix.lstrip("/")
+        shutil.copytree(tree, target, symlinks=True, ignore=shutil.ignore_patterns(".done"))
+        write_archive(rootfs, out, image_name(ctx, name), stage.config())
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     stamp.write_text(key + "\n")
     took, size = round(time.monotonic() - started, 1), out.stat().st_size
     info = {"image": image_name(ctx, name), "seconds": took, "bytes": size,

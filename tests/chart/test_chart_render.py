@@ -51,6 +51,7 @@ TOGGLES: dict[str, tuple[str, ...]] = {
     "operator": ("operator.enabled=true",),
     "operator-ha": ("operator.enabled=true", "operator.replicas=3"),
     "node-agent": ("nodeAgent.enabled=true",),
+    "node-agent-registrar": ("nodeAgent.enabled=true", "nodeAgent.registration=registrar"),
     "agent-events": (
         "agent.events.enabled=true",
         "agent.events.namespaces={payments,shop}",
@@ -199,12 +200,6 @@ def test_node_agent_is_the_only_hostpath_user_and_propagates_host_to_container(
         "mountPath": "/var/lib/kubelet/pods",
         "mountPropagation": "HostToContainer",
     }
-    registrar = _container(daemonset, "node-driver-registrar")
-    assert registrar["image"] == "registry.k8s.io/sig-storage/csi-node-driver-registrar:v2.13.0"
-    assert registrar["args"] == [
-        "--csi-address=/csi/csi.sock",
-        "--kubelet-registration-path=/var/lib/kubelet/plugins/config.dynamic-config.rs/csi.sock",
-    ]
     volumes = {v["name"]: v["hostPath"] for v in daemonset["spec"]["template"]["spec"]["volumes"]}
     assert volumes["plugin-dir"] == {
         "path": "/var/lib/kubelet/plugins/config.dynamic-config.rs",
@@ -219,6 +214,45 @@ def test_node_agent_is_the_only_hostpath_user_and_propagates_host_to_container(
     }
     assert env_of(agent)["DYNAMIC_CONFIG_METRICS_ADDR"] == "0.0.0.0:9111"
     assert "KUBE_NODE_NAME" in env_of(agent)
+
+
+def test_node_agent_registers_itself_by_default_without_a_registrar(
+    helm_bin: Path, tmp_path: Path
+) -> None:
+    docs = _render(helm_bin, tmp_path, "nodeAgent.enabled=true")
+
+    daemonset = one(docs, "DaemonSet", "dynamic-config-node-agent")
+    containers = daemonset["spec"]["template"]["spec"]["containers"]
+    assert [c["name"] for c in containers] == ["node-agent"]
+    agent = _container(daemonset, "node-agent")
+    assert agent["args"] == [
+        "--endpoint",
+        "unix:///csi/csi.sock",
+        "--kubelet-registration-path",
+        "/var/lib/kubelet/plugins/config.dynamic-config.rs/csi.sock",
+        "--registration-dir",
+        "/registration",
+    ]
+    mounts = {m["name"]: m["mountPath"] for m in agent["volumeMounts"]}
+    assert mounts["registration-dir"] == "/registration"
+    assert mounts["plugin-dir"] == "/csi"
+
+
+def test_node_agent_registration_registrar_runs_upstreams_sidecar(
+    helm_bin: Path, tmp_path: Path
+) -> None:
+    docs = _render(helm_bin, tmp_path, "nodeAgent.enabled=true", "nodeAgent.registration=registrar")
+
+    daemonset = one(docs, "DaemonSet", "dynamic-config-node-agent")
+    agent = _container(daemonset, "node-agent")
+    assert "args" not in agent
+    assert "registration-dir" not in {m["name"] for m in agent["volumeMounts"]}
+    registrar = _container(daemonset, "node-driver-registrar")
+    assert registrar["image"] == "registry.k8s.io/sig-storage/csi-node-driver-registrar:v2.13.0"
+    assert registrar["args"] == [
+        "--csi-address=/csi/csi.sock",
+        "--kubelet-registration-path=/var/lib/kubelet/plugins/config.dynamic-config.rs/csi.sock",
+    ]
 
 
 def test_node_agent_is_off_by_default(helm_bin: Path, tmp_path: Path) -> None:
@@ -681,6 +715,10 @@ FAILING: dict[str, tuple[tuple[str, ...], str]] = {
     "node-agent-latest": (
         ("nodeAgent.enabled=true", "nodeAgent.tag=latest"),
         'tag "latest" is not an identity',
+    ),
+    "node-agent-registration": (
+        ("nodeAgent.enabled=true", "nodeAgent.registration=sidecar"),
+        "registration",
     ),
     "unknown-key": (("webhook.failurPolicy=Fail",), "failurPolicy"),
     "failure-policy": (("webhook.failurePolicy=Sometimes",), "failurePolicy"),

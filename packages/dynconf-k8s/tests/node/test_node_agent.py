@@ -502,7 +502,7 @@ def test_records_are_private(node: Node) -> None:
 
 
 # ---------------------------------------------------------------------------- generated code
-def test_the_committed_csi_module_is_what_the_proto_generates() -> None:
+def test_the_committed_message_modules_are_what_the_protos_generate() -> None:
     result = subprocess.run(
         [sys.executable, str(REPO / "scripts" / "gen-csi-proto"), "--check"],
         capture_output=True,

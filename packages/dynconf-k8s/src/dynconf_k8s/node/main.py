@@ -3,7 +3,9 @@
 Start-up: ``KUBE_NODE_NAME`` is required (it is the node id the kubelet registers), the plugin
 lock is loaded as the agent loads it, the volumes published before a restart are claimed again
 from the state directory, then the stale socket is removed and the Identity and Node services
-serve on it. ``DYNAMIC_CONFIG_METRICS_ADDR`` (``host:port``) adds the metrics port. SIGTERM
+serve on it. ``--kubelet-registration-path`` then registers the driver with the kubelet from
+this process (:mod:`dynconf_k8s.node.registration`), so no registrar sidecar is needed.
+``DYNAMIC_CONFIG_METRICS_ADDR`` (``host:port``) adds the metrics port. SIGTERM
 stops serving, stops every watch and exits 0; the published files stay, because the kubelet
 still owns the volumes and the next start resumes watching them.
 ``OTEL_EXPORTER_OTLP_ENDPOINT`` turns on OTLP traces (:mod:`dynconf.tracing`: publish,
@@ -29,7 +31,12 @@ from dynconf.logs import configure_logging, console_entry
 from dynconf.tracing import Tracing, tracing_from_env
 from dynconf_k8s.agent.main import load_registry
 from dynconf_k8s.node.metrics import NodeMetrics, serve_metrics
-from dynconf_k8s.node.service import NodeAgent, NodeSettings, generic_handlers
+from dynconf_k8s.node.registration import (
+    DEFAULT_REGISTRATION_DIR,
+    RegistrationServer,
+    RegistrationSettings,
+)
+from dynconf_k8s.node.service import DRIVER_NAME, NodeAgent, NodeSettings, generic_handlers
 from dynconf_k8s.node.shared import Documents
 
 __all__ = ["DEFAULT_SOCKET", "USAGE", "main", "parse_settings", "run"]
@@ -39,11 +46,19 @@ STOP_GRACE: Final = 5.0
 SERVICE_NAME: Final = "dynamic-config-node-agent"
 USAGE: Final = """\
 usage: dynamic-config-node-agent [--endpoint unix:///csi/csi.sock] [--state-dir DIR]
+                                 [--kubelet-registration-path PATH [--registration-dir DIR]]
                                  [--allow-file-source]
 
   --endpoint ADDR       the CSI socket (or CSI_ENDPOINT; default /csi/csi.sock)
   --state-dir DIR       where published volumes are recorded for restarts
                         (default: volumes/ beside the socket)
+  --kubelet-registration-path PATH
+                        register with the kubelet from this process: PATH is the CSI
+                        socket as the kubelet sees it, e.g.
+                        /var/lib/kubelet/plugins/config.dynamic-config.rs/csi.sock
+  --registration-dir DIR
+                        the kubelet's plugins_registry as mounted here
+                        (default /registration)
   --allow-file-source   accept source "file" (reads node paths as root: tests and demos only)
 
 Environment: KUBE_NODE_NAME (required), DYNAMIC_CONFIG_METRICS_ADDR (host:port, optional),
@@ -57,11 +72,19 @@ class UsageError(Exception):
     """A start-up refusal, printed with the usage text."""
 
 
-def _socket_path(text: str) -> Path:
+VALUE_FLAGS: Final = (
+    "--endpoint",
+    "--state-dir",
+    "--kubelet-registration-path",
+    "--registration-dir",
+)
+
+
+def _socket_path(text: str, flag: str = "--endpoint") -> Path:
     if text.startswith("unix://"):
         text = text.removeprefix("unix://")
     if not text.startswith("/"):
-        raise UsageError(f"--endpoint {text} must be an absolute unix socket path")
+        raise UsageError(f"{flag} {text} must be an absolute unix socket path")
     return Path(text)
 
 
@@ -83,7 +106,7 @@ def parse_settings(argv: Sequence[str], environ: Mapping[str, str]) -> NodeSetti
             allow_file = True
             index += 1
             continue
-        if flag not in ("--endpoint", "--state-dir"):
+        if flag not in VALUE_FLAGS:
             raise UsageError(f'unknown flag "{flag}"')
         if index + 1 >= len(argv):
             raise UsageError(f"{flag} needs a value")
@@ -97,13 +120,32 @@ def parse_settings(argv: Sequence[str], environ: Mapping[str, str]) -> NodeSetti
     )
     state_dir = Path(values.get("--state-dir") or socket.parent / "volumes")
     metrics = environ.get("DYNAMIC_CONFIG_METRICS_ADDR", "").strip()
+    registration = _registration(values)
     return NodeSettings(
         node_id=node_id,
         socket=socket,
         state_dir=state_dir,
         metrics_addr=_metrics_addr(metrics) if metrics else None,
         allow_file_source=allow_file,
+        registration=registration,
     )
+
+
+def _registration(values: Mapping[str, str]) -> RegistrationSettings | None:
+    path = values.get("--kubelet-registration-path")
+    directory = values.get("--registration-dir")
+    if path is None:
+        if directory is not None:
+            raise UsageError(
+                "--registration-dir needs --kubelet-registration-path: "
+                "the kubelet must be told where the CSI socket is on the host"
+            )
+        return None
+    endpoint = _socket_path(path, "--kubelet-registration-path")
+    where = Path(directory) if directory is not None else DEFAULT_REGISTRATION_DIR
+    if not where.is_absolute():
+        raise UsageError(f"--registration-dir {directory} must be an absolute directory")
+    return RegistrationSettings(endpoint=endpoint, directory=where)
 
 
 def _log_level(environ: Mapping[str, str]) -> int:
@@ -154,11 +196,18 @@ async def serve(
                 "plugin_lock": lock_path,
             },
         )
+        registration = None
+        if settings.registration is not None:
+            # only now: the kubelet dials the CSI socket as soon as it reads GetInfo
+            registration = RegistrationServer(settings.registration, DRIVER_NAME)
+            await registration.start()
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
             async for signum in signals:
                 log.info("stopping", extra={"signal": signal.Signals(signum).name})
                 break
         agent.ready = False
+        if registration is not None:
+            await registration.stop(STOP_GRACE)
         await server.stop(STOP_GRACE)
         await agent.documents.close()
         tg.cancel_scope.cancel()

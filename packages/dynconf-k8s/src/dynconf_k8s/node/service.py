@@ -35,6 +35,7 @@ from dynconf_k8s.agent.main import store_type
 from dynconf_k8s.node._generated import csi_pb2 as csi
 from dynconf_k8s.node.attributes import VolumeRefused, VolumeSpec, parse_volume, refusal_text
 from dynconf_k8s.node.records import RecordStore
+from dynconf_k8s.node.registration import RegistrationSettings
 from dynconf_k8s.node.shared import Documents, PublishFailed, remove_published
 
 __all__ = ["DRIVER_NAME", "METHODS", "NodeAgent", "NodeSettings", "generic_handlers"]
@@ -61,6 +62,8 @@ class NodeSettings:
     metrics_addr: tuple[str, int] | None = None
     allow_file_source: bool = False
     """The embedded ``file`` store reads any path on the node as root: tests and demos only."""
+    registration: RegistrationSettings | None = None
+    """Serve the kubelet's plugin registration too (``--kubelet-registration-path``)."""
 
 
 class NodeAgent:

@@ -1,1 +1,1 @@
-"""Generated CSI messages; see scripts/gen-csi-proto."""
+"""Generated CSI and plugin-registration messages; see scripts/gen-csi-proto."""
