@@ -19,10 +19,16 @@
   values it wants (so the machine's are never changed), and the CNI bridge ``cni0`` is
   pre-created with the node IP (the kubelet refuses a loopback node IP and there is no
   ``dummy`` device);
-- two pipes across the namespace boundary (``netns_proxy.py``): the kubelet reaches the
-  apiserver at ``https://10.88.0.1:6443`` inside the namespace, and the apiserver reaches the
-  kubelet (logs, exec) and pods through its ``cluster`` egress selector, an HTTP CONNECT proxy
-  on a Unix socket.
+- three pipes across the namespace boundary (``netns_proxy.py``): the kubelet reaches the
+  apiserver at ``https://10.88.0.1:6443`` inside the namespace; pods reach it at the
+  ``kubernetes`` Service's ClusterIP (``10.0.0.1:443``, what the kubelet puts in every pod's
+  ``KUBERNETES_SERVICE_HOST``/``_PORT``), an address the holder gives the namespace's ``lo``
+  and a forward listens on; and the apiserver reaches the kubelet (logs, exec) and pods
+  through its ``cluster`` egress selector, an HTTP CONNECT proxy on a Unix socket.  That one
+  Service stands in for kube-proxy: no other ClusterIP is routed, and there is no cluster DNS
+  (in-cluster clients read the environment variables; ``kubernetes.default.svc`` does not
+  resolve).  Webhook and APIService Services need neither: ``--enable-aggregator-routing``
+  makes the apiserver dial an endpoint's pod IP, which the endpoint controllers keep current.
 
 Machine facts this works around (measured; see docs/testing.md): cgroups are v1 only, so the
 kubelet needs ``failCgroupV1: false``; CAP_SYS_RESOURCE is withheld, so a negative
@@ -58,7 +64,11 @@ NODE_NAME = "dynconf-node"
 NODE_IP = "10.88.0.1"
 POD_SUBNET = "10.88.0.0/24"
 APISERVER_PORT = 6443
-"""Where the kubelet (and pods) reach the apiserver inside the namespace."""
+"""Where the kubelet reaches the apiserver inside the namespace."""
+KUBERNETES_SERVICE_IP = "10.0.0.1"
+"""The ``kubernetes`` Service's ClusterIP: the first address of ``kube.SERVICE_CLUSTER_IP_RANGE``
+(the apiserver's serving certificate names it).  Pods reach the apiserver here, port 443."""
+KUBERNETES_SERVICE_PORT = 443
 
 RUNTIME_PACKAGES = [
     "runc/bookworm",  # 1.1.5; trixie's needs glibc 2.38 (bookworm has 2.36)
@@ -222,6 +232,8 @@ for kv in {sysctls}; do
   fi
 done
 ip link set lo up
+# the kubernetes Service's ClusterIP, local to the namespace: pods reach it through cni0
+ip addr add {service_ip}/32 dev lo
 ip link add cni0 type bridge
 ip addr add {node_ip}/24 dev cni0
 ip link set cni0 up
@@ -244,7 +256,13 @@ def _start_namespace(ctx: Context, data: Path) -> int:
     script = state / "holder.sh"
     sysctls = " ".join(f"{k}={v}" for k, v in SYSCTLS.items())
     script.write_text(
-        HOLDER_SCRIPT.format(state=state, node_ip=NODE_IP, node_name=NODE_NAME, sysctls=sysctls)
+        HOLDER_SCRIPT.format(
+            state=state,
+            node_ip=NODE_IP,
+            node_name=NODE_NAME,
+            sysctls=sysctls,
+            service_ip=KUBERNETES_SERVICE_IP,
+        )
     )
     script.chmod(0o755)
     ctx.spawn("node-ns", ["unshare", "--mount", "--net", "--propagation", "private", "--fork",
@@ -544,6 +562,9 @@ def start_node(ctx: Context) -> dict[str, str]:
     )
     ctx.spawn("node-forward", [*proxy, "forward", "--listen-netns", f"/proc/{holder}/ns/net",
                                "--listen", f"{NODE_IP}:{APISERVER_PORT}",
+                               "--to", server.removeprefix("https://")])  # fmt: skip
+    ctx.spawn("node-service", [*proxy, "forward", "--listen-netns", f"/proc/{holder}/ns/net",
+                               "--listen", f"{KUBERNETES_SERVICE_IP}:{KUBERNETES_SERVICE_PORT}",
                                "--to", server.removeprefix("https://")])  # fmt: skip
 
     for sub in ("containerd", "cni/net.d", "cni/ipam", "kubelet"):

@@ -16,7 +16,7 @@ from kubernetes import client  # type: ignore[import-untyped]
 from kubernetes.stream import stream  # type: ignore[import-untyped]
 
 from tests.fixtures.kube import REPO, KubeControlPlane, _read_env
-from tests.fixtures.node import KubeNode
+from tests.fixtures.node import KubeNode, ProjectImage
 
 pytestmark = pytest.mark.e2e
 
@@ -102,6 +102,47 @@ def test_pod_gets_a_projected_service_account_token(shell_pod: tuple[Any, str, f
     )  # fmt: skip
 
     assert out.split() == ["ca.crt", "namespace", "token"]
+
+
+IN_CLUSTER_CLIENT = """
+import json, os, ssl, urllib.request
+sa = "/var/run/secrets/kubernetes.io/serviceaccount/"
+host, port = os.environ["KUBERNETES_SERVICE_HOST"], os.environ["KUBERNETES_SERVICE_PORT"]
+request = urllib.request.Request(
+    f"https://{host}:{port}/api",
+    headers={"Authorization": "Bearer " + open(sa + "token").read()},
+)
+context = ssl.create_default_context(cafile=sa + "ca.crt")
+print(json.load(urllib.request.urlopen(request, context=context, timeout=10))["kind"])
+"""
+"""What every in-cluster client does: the Service's environment variables, the projected token,
+the mounted CA (which must verify the serving certificate at that address)."""
+
+
+def test_pod_reaches_the_apiserver_at_the_kubernetes_service_with_its_token(
+    shell_pod: tuple[Any, str, float], node_image: ProjectImage
+) -> None:
+    """``/api`` is discovery, which anonymous requests may not read: ``APIVersions`` back means
+    the ClusterIP is routed, the certificate verified and the projected token authenticated."""
+    core, namespace, _ = shell_pod
+    image = node_image("agent").name  # Python; busybox's TLS cannot talk to Go's
+    core.create_namespaced_pod(namespace, {
+        "metadata": {"name": "in-cluster"},
+        "spec": {"restartPolicy": "Never", "containers": [{
+            "name": "client", "image": image, "imagePullPolicy": "Never",
+            "command": ["python3", "-c", IN_CLUSTER_CLIENT]}]},
+    })  # fmt: skip
+    deadline = time.monotonic() + 60
+    while (phase := core.read_namespaced_pod("in-cluster", namespace).status.phase) not in (
+        "Succeeded",
+        "Failed",
+    ):
+        assert time.monotonic() < deadline, f"in-cluster client still {phase}"
+        time.sleep(0.3)
+
+    log = core.read_namespaced_pod_log("in-cluster", namespace, _preload_content=False).data
+
+    assert (phase, log) == ("Succeeded", b"APIVersions\n"), log.decode(errors="replace")
 
 
 def test_apiserver_fetches_container_logs_from_the_kubelet(
