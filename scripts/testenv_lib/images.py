@@ -45,7 +45,10 @@ from .oci import ImageConfig, read_config, write_archive
 
 IMAGES = ("agent", "webhook", "operator", "node-agent")
 REGISTRY = "ghcr.io/dynamic-config-rs"
-BASE_PACKAGES = ["python3.11", "ca-certificates"]
+BASE_PACKAGES = ["python3.11", "ca-certificates", "libstdc++6", "netbase"]
+"""What ``python:3.11-slim`` carries that the venv needs: the interpreter, CA roots, the C++
+runtime its Debian base always has (grpcio's extension links ``libstdc++.so.6``: without it
+the node agent cannot start) and ``/etc/services`` / ``/etc/protocols``."""
 BASE_ENV = {
     "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
     "LANG": "C.UTF-8",

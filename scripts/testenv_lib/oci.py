@@ -11,6 +11,7 @@ Standard library only.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
@@ -18,6 +19,7 @@ import os
 import shutil
 import tarfile
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -186,8 +188,9 @@ def read_config(archive: Path) -> dict[str, Any]:
         return config
 
 
-def read_file(archive: Path, path: str) -> bytes:
-    """One file's bytes from the (single) layer of the image in ``archive``."""
+@contextlib.contextmanager
+def _layer_members(archive: Path) -> Iterator[tarfile.TarFile]:
+    """The (single) layer of the image in ``archive``, open as a streaming tar."""
     with tarfile.open(archive) as tar:
         index_file = tar.extractfile("index.json")
         assert index_file is not None
@@ -199,12 +202,24 @@ def read_file(archive: Path, path: str) -> bytes:
         layer = tar.extractfile("blobs/sha256/" + layer_digest.split(":", 1)[1])
         assert layer is not None
         with tarfile.open(fileobj=layer, mode="r|") as inner:
-            for member in inner:
-                if member.name == path.lstrip("/"):
-                    data = inner.extractfile(member)
-                    assert data is not None
-                    return data.read()
+            yield inner
+
+
+def read_file(archive: Path, path: str) -> bytes:
+    """One file's bytes from the (single) layer of the image in ``archive``."""
+    with _layer_members(archive) as inner:
+        for member in inner:
+            if member.name == path.lstrip("/"):
+                data = inner.extractfile(member)
+                assert data is not None
+                return data.read()
     raise FileNotFoundError(f"{path} not in {archive}")
+
+
+def unpack_layer(archive: Path, dest: Path) -> None:
+    """Extract the image's layer into ``dest``: a root a test can ``chroot`` into."""
+    with _layer_members(archive) as inner:
+        inner.extractall(dest, filter="tar")
 
 
 def copy_tree(src: Path, dst: Path) -> None:

@@ -216,6 +216,14 @@ def test_node_agent_is_the_only_hostpath_user_and_propagates_host_to_container(
     assert "KUBE_NODE_NAME" in env_of(agent)
 
 
+def test_node_agent_is_ready_only_once_it_serves(helm_bin: Path, tmp_path: Path) -> None:
+    docs = _render(helm_bin, tmp_path, "nodeAgent.enabled=true")
+
+    agent = _container(one(docs, "DaemonSet", "dynamic-config-node-agent"), "node-agent")
+    assert agent["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+    assert agent["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+
+
 def test_node_agent_registers_itself_by_default_without_a_registrar(
     helm_bin: Path, tmp_path: Path
 ) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -23,7 +24,7 @@ from tests.fixtures.node import ProjectImage
 
 sys.path.insert(0, str(REPO / "scripts"))
 from testenv_lib.images import BASE_ENV
-from testenv_lib.oci import read_config, read_file
+from testenv_lib.oci import read_config, read_file, unpack_layer
 
 pytestmark = pytest.mark.e2e
 
@@ -90,3 +91,38 @@ def test_image_entrypoint_and_interpreter_are_in_the_archive(
     script = read_file(image.archive, entrypoint)
 
     assert script.startswith(b"#!/opt/dynamic-config/venv/bin/python")
+
+
+IMPORT_EVERY_EXTENSION = """
+import importlib, pathlib, sys
+site = next(p for p in sys.path if p.endswith("site-packages"))
+failed = []
+for so in sorted(pathlib.Path(site).rglob("*.so")):
+    parts = so.relative_to(site).with_suffix("").parts
+    name = ".".join((*parts[:-1], parts[-1].split(".")[0]))
+    try:
+        importlib.import_module(name)
+    except ImportError as error:
+        if "libstdc" in str(error) or "cannot open shared object" in str(error):
+            failed.append(f"{name}: {error}")
+print("\\n".join(failed))
+"""
+
+
+@pytest.mark.parametrize("name", IMAGES)
+def test_every_native_module_of_the_image_finds_its_shared_libraries(
+    name: str, project_image: ProjectImage, tmp_path: Path
+) -> None:
+    """Each compiled extension in the venv loads in the image's own root (chroot)."""
+    image = project_image(name)
+    root = tmp_path / "root"
+    unpack_layer(image.archive, root)
+
+    result = subprocess.run(
+        [shutil.which("chroot", path="/usr/sbin:/usr/bin:/sbin:/bin") or "chroot", str(root), "/opt/dynamic-config/venv/bin/python", "-c", IMPORT_EVERY_EXTENSION],
+        capture_output=True, text=True, timeout=300, check=False,
+        env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
+    )  # fmt: skip
+
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip() == ""
