@@ -9,7 +9,6 @@ business), and it needs no ``kubectl``.
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -17,6 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
+import yaml
 from kubernetes import client, utils  # type: ignore[import-untyped]
 from kubernetes.stream import stream  # type: ignore[import-untyped]
 from prometheus_client.parser import text_string_to_metric_families
@@ -51,8 +51,9 @@ def render_component(
     ]
 
 
-def crds() -> list[dict[str, Any]]:
-    return [json.loads(p.read_text()) for p in sorted((CHART / "crds").glob("*.json"))]
+def chart_crds() -> list[dict[str, Any]]:
+    """The CRDs ``helm install`` creates from the chart's ``crds/`` (``helm template`` omits them)."""
+    return [yaml.safe_load(p.read_text()) for p in sorted((CHART / "crds").glob("*.yaml"))]
 
 
 def new_namespace(core: Any, prefix: str = "e2e") -> str:
@@ -214,3 +215,14 @@ def pod_metrics(core: Any, namespace: str, pod: str, port: int, prefix: str) -> 
         for sample in family.samples
         if sample.name.startswith(prefix)
     }
+
+
+def working_set_mib(core: Any, node: str, namespace: str, pod: str) -> float | None:
+    """The pod's memory working set from the kubelet's summary API (through the apiserver)."""
+    answer = core.connect_get_node_proxy_with_path(node, "stats/summary", _preload_content=False)
+    summary = yaml.safe_load(answer.data)
+    for entry in summary.get("pods", []):
+        ref = entry["podRef"]
+        if ref["namespace"] == namespace and ref["name"] == pod:
+            return float(entry["memory"]["workingSetBytes"]) / 2**20
+    return None

@@ -32,6 +32,7 @@ from tests.e2e.opnode_support import (
     wait_for,
     wait_pod_gone,
     wait_pod_ready,
+    working_set_mib,
 )
 from tests.fixtures.node import KubeNode, ProjectImage
 from tests.testenv.test_node import BUSYBOX
@@ -140,6 +141,8 @@ def node_agent(
         try:
             yield handle
         finally:
+            memory = working_set_mib(core, kube_node.name, system, pod)
+            print(f"\ne2e node agent: working set {memory:.0f} MiB (limit 256 MiB)")
             core.delete_namespace(apps)
             status = core.read_namespaced_pod(pod, system).status.container_statuses or []
             assert [s.restart_count for s in status] == [0], pod_trouble(core, system, pod)
