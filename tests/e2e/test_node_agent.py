@@ -141,6 +141,7 @@ def node_agent(
         try:
             yield handle
         finally:
+            pod = handle.pod  # the restart test replaces it
             memory = working_set_mib(core, kube_node.name, system, pod)
             print(f"\ne2e node agent: working set {memory:.0f} MiB (limit 256 MiB)")
             core.delete_namespace(apps)
@@ -233,3 +234,45 @@ def test_deleting_one_reader_leaves_the_other_updating(node_agent: NodeAgentOnNo
 
     node_agent.wait_gauges((0, 0))
     print(f"\ne2e node agent: the remaining reader followed a put in {took:.2f} s")
+
+
+def test_a_restarted_node_agent_registers_again_and_its_volumes_keep_updating(
+    node_agent: NodeAgentOnNode, kube_node: KubeNode, kube_node_client: object
+) -> None:
+    """The DaemonSet replaces the pod; the new process claims the recorded volume again."""
+    storage = client.StorageV1Api(kube_node_client)
+    key = f"e2e-node/{uuid.uuid4().hex[:8]}/app.json"
+    node_agent.put(key, {"generation": 1})
+    node_agent.run_reader("survives", key)
+    try:
+        old = node_agent.pod
+        began = time.monotonic()
+        node_agent.core.delete_namespaced_pod(old, node_agent.system, grace_period_seconds=5)
+        wait_pod_gone(node_agent.core, node_agent.system, old)
+
+        def replacement() -> str | None:
+            pods = node_agent.core.list_namespaced_pod(
+                node_agent.system, label_selector="app.kubernetes.io/component=node-agent"
+            ).items
+            fresh = [p.metadata.name for p in pods if p.metadata.name != old]
+            return fresh[0] if fresh else None
+
+        node_agent.pod = wait_for(replacement, 60, "the DaemonSet's replacement pod")
+        wait_pod_ready(node_agent.core, node_agent.system, node_agent.pod)
+        wait_for(
+            lambda: csinode_drivers(storage, kube_node.name).get(DRIVER_NAME),
+            30,
+            f"{DRIVER_NAME} back in CSINode",
+        )
+        back = time.monotonic() - began
+        node_agent.wait_gauges((1, 1))
+        node_agent.put(key, {"generation": 2})
+        took = node_agent.wait_value("survives", {"generation": 2})
+    finally:
+        node_agent.delete("survives")
+
+    node_agent.wait_gauges((0, 0))
+    print(
+        f"\ne2e node agent: replaced and registered again in {back:.1f} s; the restored "
+        f"volume followed a put in {took:.2f} s"
+    )
