@@ -224,5 +224,11 @@ def working_set_mib(core: Any, node: str, namespace: str, pod: str) -> float | N
     for entry in summary.get("pods", []):
         ref = entry["podRef"]
         if ref["namespace"] == namespace and ref["name"] == pod:
-            return float(entry["memory"]["workingSetBytes"]) / 2**20
+            working = float(entry.get("memory", {}).get("workingSetBytes") or 0)
+            return working / 2**20 or None  # 0: the kubelet has not sampled it yet
     return None
+
+
+def memory_note(mib: float | None, limit: int) -> str:
+    measured = f"{mib:.0f} MiB" if mib else "not sampled yet"
+    return f"working set {measured} (limit {limit} MiB)"

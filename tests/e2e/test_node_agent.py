@@ -25,6 +25,7 @@ from dynconf_k8s.node.service import DRIVER_NAME
 from tests.e2e.opnode_support import (
     applied,
     exec_in,
+    memory_note,
     new_namespace,
     pod_metrics,
     pod_trouble,
@@ -143,7 +144,7 @@ def node_agent(
         finally:
             pod = handle.pod  # the restart test replaces it
             memory = working_set_mib(core, kube_node.name, system, pod)
-            print(f"\ne2e node agent: working set {memory:.0f} MiB (limit 256 MiB)")
+            print(f"\ne2e node agent: {memory_note(memory, 256)}")
             core.delete_namespace(apps)
             status = core.read_namespaced_pod(pod, system).status.container_statuses or []
             assert [s.restart_count for s in status] == [0], pod_trouble(core, system, pod)

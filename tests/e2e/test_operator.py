@@ -34,6 +34,7 @@ from tests.e2e.opnode_support import (
     applied,
     chart_crds,
     exec_in,
+    memory_note,
     new_namespace,
     pod_trouble,
     render_component,
@@ -159,7 +160,7 @@ def operator(
                 yield handle
             finally:
                 memory = working_set_mib(core, kube_node.name, system, pod)
-                print(f"\ne2e operator: working set {memory:.0f} MiB (limit 128 MiB)")
+                print(f"\ne2e operator: {memory_note(memory, 128)}")
                 statuses = core.read_namespaced_pod(pod, system).status.container_statuses or []
                 restarts = [s.restart_count for s in statuses]
                 core.delete_namespace(apps)
