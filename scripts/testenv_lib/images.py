@@ -5,10 +5,11 @@ users build with docker — and produces the same image as an OCI archive under
 ``<run>/images/<name>.tar``, which ``start node`` loads into the node's containerd:
 
 - the base: ``python:3.11-slim`` is a Debian bookworm with Python 3.11, so the stand-in is
-  bookworm's own ``python3.11`` and ``ca-certificates`` with their dependency closure (apt's
-  solver on an empty system, ``Context.apt_closure``), unpacked with ``dpkg-deb -x`` into a
-  usr-merged tree; maintainer scripts do not run, so the two things they would make are made
-  here (the CA bundle, ``ld.so.cache``); the machine's own Python is not used, so the image
+  bookworm's own ``python3.11``, ``ca-certificates`` and the slim base's run-time parts the
+  workspace needs (``BASE_PACKAGES``) with their dependency closure (apt's solver on an empty
+  system, ``Context.apt_closure``), unpacked with ``dpkg-deb -x`` into a usr-merged tree;
+  maintainer scripts do not run, so what they would make is made here (the CA bundle,
+  ``ld.so.cache``, ``/bin/sh``); the machine's own Python is not used, so the image
   does not depend on what happens to be installed on the build machine;
 - the runtime stage's ``apt-get install`` packages (``git openssh-client``), resolved the same
   way;
@@ -27,6 +28,8 @@ unchanged checkout never rebuilds.  Standard library only.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -34,8 +37,9 @@ import re
 import shlex
 import shutil
 import subprocess
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,7 +48,11 @@ from .oci import ImageConfig, read_config, write_archive
 
 IMAGES = ("agent", "webhook", "operator", "node-agent")
 REGISTRY = "ghcr.io/dynamic-config-rs"
-BASE_PACKAGES = ["python3.11", "ca-certificates"]
+BASE_PACKAGES = ["python3.11", "ca-certificates", "dash", "libstdc++6", "netbase"]
+"""What ``python:3.11-slim`` gives every image: its Python, the CA bundle, and the parts of
+``debian:bookworm-slim`` the workspace relies on at run time — ``/bin/sh`` (git runs
+``core.sshCommand`` through it), the C++ runtime (grpc's extension, under the firestore client)
+and ``/etc/services``/``/etc/protocols`` (the slim image installs ``netbase`` for them)."""
 BASE_ENV = {
     "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
     "LANG": "C.UTF-8",
@@ -205,6 +213,8 @@ def _finish_rootfs(rootfs: Path) -> None:
     ssl_dir.mkdir(parents=True, exist_ok=True)
     if not (ssl_dir / "cert.pem").exists():
         (ssl_dir / "cert.pem").symlink_to("/etc/ssl/certs/ca-certificates.crt")
+    if not (rootfs / "usr/bin/sh").exists():
+        (rootfs / "usr/bin/sh").symlink_to("dash")  # what dash's maintainer script links
     for sub in ("tmp", "proc", "sys", "dev", "root", "run", "var/tmp"):
         (rootfs / sub).mkdir(parents=True, exist_ok=True)
     (rootfs / "tmp").chmod(0o1777)
@@ -224,13 +234,45 @@ def _base_rootfs(ctx: Context, staging: Path, packages: list[str]) -> Path:
     return rootfs
 
 
+@contextlib.contextmanager
+def _cache_lock(ctx: Context, key: str) -> Iterator[None]:
+    """One builder at a time for ``key``: the cache is shared by every checkout on the machine."""
+    locks = ctx.cache / "images" / "locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    with (locks / key).open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def _install_tree(ctx: Context, prefix: str, key: str) -> Path:
-    """``docker/agent-install.sh PREFIX`` run as the build stage runs it, cached per ``key``."""
+    """``docker/agent-install.sh PREFIX`` run as the build stage runs it, cached per ``key``.
+
+    Checkouts at the same commit share ``key``: the tree is built under a lock, into a directory
+    of its own, and renamed into place only when complete.
+    """
     out = ctx.cache / "images" / "install" / key
     if (out / ".done").is_file():
         return out
-    shutil.rmtree(out, ignore_errors=True)
-    out.mkdir(parents=True)
+    with _cache_lock(ctx, f"install-{key}"):
+        if (out / ".done").is_file():
+            return out
+        shutil.rmtree(out, ignore_errors=True)
+        building = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=out.parent))
+        building.chmod(0o755)  # it becomes the image's prefix, which its user must traverse
+        try:
+            took = _run_agent_install(ctx, prefix, building)
+            (building / ".done").write_text(f"{took:.1f}\n")
+            building.rename(out)
+        finally:
+            shutil.rmtree(building, ignore_errors=True)
+    return out
+
+
+def _run_agent_install(ctx: Context, prefix: str, out: Path) -> float:
+    """Run ``docker/agent-install.sh`` with ``prefix`` bind-mounted onto ``out``; its seconds."""
     uv = shutil.which("uv") or str(Path.home() / ".cache" / "dynconf-tools" / "bin" / "uv")
     if not Path(uv).is_file():
         raise TestenvError("uv is needed to install the locked wheels (scripts/dev bootstraps it)")
@@ -255,9 +297,9 @@ def _install_tree(ctx: Context, prefix: str, key: str) -> Path:
     )  # fmt: skip
     if result.returncode != 0:
         raise TestenvError(f"docker/agent-install.sh failed:\n{result.stderr[-3000:]}")
-    (out / ".done").write_text(f"{time.monotonic() - started:.1f}\n")
-    log(f"images: agent-install.sh into {prefix} in {time.monotonic() - started:.0f} s")
-    return out
+    took = time.monotonic() - started
+    log(f"images: agent-install.sh into {prefix} in {took:.0f} s")
+    return took
 
 
 def build_image(ctx: Context, name: str) -> Path:
@@ -269,13 +311,17 @@ def build_image(ctx: Context, name: str) -> Path:
         return out
     started = time.monotonic()
     stage = parse_dockerfile(dockerfile(ctx, name))
-    staging = ctx.cache / "images" / "staging" / name
-    rootfs = _base_rootfs(ctx, staging, stage.apt_packages)
-    tree = _install_tree(ctx, stage.install_prefix, key)
-    target = rootfs / stage.install_prefix.lstrip("/")
-    shutil.copytree(tree, target, symlinks=True, ignore=shutil.ignore_patterns(".done"))
-    write_archive(rootfs, out, image_name(ctx, name), stage.config())
-    shutil.rmtree(staging, ignore_errors=True)
+    # a staging tree per build: the cache is shared, and two checkouts may build at once
+    (ctx.cache / "images" / "staging").mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=ctx.cache / "images" / "staging"))
+    try:
+        rootfs = _base_rootfs(ctx, staging, stage.apt_packages)
+        tree = _install_tree(ctx, stage.install_prefix, key)
+        target = rootfs / stage.install_prefix.lstrip("/")
+        shutil.copytree(tree, target, symlinks=True, ignore=shutil.ignore_patterns(".done"))
+        write_archive(rootfs, out, image_name(ctx, name), stage.config())
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     stamp.write_text(key + "\n")
     took, size = round(time.monotonic() - started, 1), out.stat().st_size
     info = {"image": image_name(ctx, name), "seconds": took, "bytes": size,

@@ -90,3 +90,30 @@ def test_image_entrypoint_and_interpreter_are_in_the_archive(
     script = read_file(image.archive, entrypoint)
 
     assert script.startswith(b"#!/opt/dynamic-config/venv/bin/python")
+
+
+def layer_names(archive: Path) -> set[str]:
+    """Every path in the (single) layer of the image in ``archive``."""
+    import tarfile
+
+    with tarfile.open(archive) as tar:
+        index = tar.extractfile("index.json")
+        assert index is not None
+        manifest = tar.extractfile(
+            "blobs/sha256/" + json.load(index)["manifests"][0]["digest"].split(":", 1)[1]
+        )
+        assert manifest is not None
+        layer = json.load(manifest)["layers"][0]["digest"].split(":", 1)[1]
+        blob = tar.extractfile(f"blobs/sha256/{layer}")
+        assert blob is not None
+        with tarfile.open(fileobj=blob, mode="r|") as inner:
+            return {member.name for member in inner}
+
+
+def test_agent_image_has_the_slim_base_parts_the_stores_load(project_image: ProjectImage) -> None:
+    """Found by leg 2: without ``/bin/sh`` git cannot run its ssh command ("unable to fork")
+    and without libstdc++ grpc (the firestore client) does not import; ``python:3.11-slim``
+    has both, so an image built here must too."""
+    names = layer_names(project_image("agent").archive)
+
+    assert {"usr/bin/sh", "usr/lib/x86_64-linux-gnu/libstdc++.so.6", "etc/services"} <= names
