@@ -40,7 +40,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .common import Context, TestenvError, log
@@ -75,6 +75,8 @@ class Stage:
     cmd: list[str] | None
     install_prefix: str
     """The prefix the build stage passes to ``agent-install.sh`` (``/opt/dynamic-config``)."""
+    users: list[tuple[str, int, str, str]] = field(default_factory=list)
+    """``useradd --uid N --user-group --home-dir H --shell S NAME`` of the final stage."""
 
     def config(self) -> ImageConfig:
         return ImageConfig(entrypoint=self.entrypoint, cmd=self.cmd, user=self.user, env=self.env)
@@ -118,6 +120,7 @@ def parse_dockerfile(path: Path) -> Stage:
             prefix = shlex.split(rest)[1]
     env = dict(BASE_ENV)
     packages: list[str] = []
+    users: list[tuple[str, int, str, str]] = []
     user = ""
     entrypoint: list[str] | None = None
     cmd: list[str] | None = None
@@ -127,6 +130,8 @@ def parse_dockerfile(path: Path) -> Stage:
                 args = shlex.split(command)
                 if args[:2] == ["apt-get", "install"]:
                     packages += [a for a in args[2:] if not a.startswith("-")]
+                elif args[:1] == ["useradd"]:
+                    users.append(_useradd(path, args))
         elif word == "ENV":
             for pair in shlex.split(rest):
                 key, _, value = pair.partition("=")
@@ -139,7 +144,25 @@ def parse_dockerfile(path: Path) -> Stage:
             cmd = json.loads(rest)
     if not prefix:
         raise TestenvError(f"{path}: no build stage runs docker/agent-install.sh")
-    return Stage(packages, [f"{k}={v}" for k, v in env.items()], user, entrypoint, cmd, prefix)
+    env_list = [f"{k}={v}" for k, v in env.items()]
+    return Stage(packages, env_list, user, entrypoint, cmd, prefix, users)
+
+
+def _useradd(path: Path, args: list[str]) -> tuple[str, int, str, str]:
+    """(name, uid, home, shell) of one ``useradd`` with a user group, the form the files use."""
+    takes_value = {"--uid", "--home-dir", "--shell"}
+    options: dict[str, str] = {}
+    flags: set[str] = set()
+    rest = iter(args[1:-1])
+    for word in rest:
+        if word in takes_value:
+            options[word] = next(rest, "")
+        else:
+            flags.add(word)
+    if not options.get("--uid", "").isdigit() or "--user-group" not in flags:
+        raise TestenvError(f"{path}: useradd needs --uid N and --user-group: {' '.join(args)}")
+    home, shell = options.get("--home-dir", "/nonexistent"), options.get("--shell", "/bin/sh")
+    return args[-1], int(options["--uid"]), home, shell
 
 
 def dockerfile(ctx: Context, name: str) -> Path:
@@ -193,16 +216,22 @@ def _merge_usr(src: Path, rootfs: Path) -> None:
             shutil.copy2(entry, target, follow_symlinks=False)
 
 
-def _finish_rootfs(rootfs: Path) -> None:
-    """What the skipped maintainer scripts and the base image would have left."""
+def _finish_rootfs(rootfs: Path, users: list[tuple[str, int, str, str]]) -> None:
+    """What the skipped maintainer scripts, the base image and ``useradd`` would have left."""
     for rel in PRUNE:
         shutil.rmtree(rootfs / rel, ignore_errors=True)
     etc = rootfs / "etc"
     etc.mkdir(exist_ok=True)
-    (etc / "passwd").write_text(
-        "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
-    )
-    (etc / "group").write_text("root:x:0:\nnogroup:x:65534:\n")
+    passwd = [
+        "root:x:0:0:root:/root:/bin/sh",
+        "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin",
+    ]
+    group = ["root:x:0:", "nogroup:x:65534:"]
+    for name, uid, home, shell in users:
+        passwd.append(f"{name}:x:{uid}:{uid}::{home}:{shell}")
+        group.append(f"{name}:x:{uid}:")
+    (etc / "passwd").write_text("\n".join(passwd) + "\n")
+    (etc / "group").write_text("\n".join(group) + "\n")
     (etc / "ld.so.conf").write_text("include /etc/ld.so.conf.d/*.conf\n")
     certs = sorted((rootfs / "usr/share/ca-certificates").rglob("*.crt"))
     (etc / "ssl" / "certs").mkdir(parents=True, exist_ok=True)
@@ -222,15 +251,15 @@ def _finish_rootfs(rootfs: Path) -> None:
     subprocess.run(["ldconfig", "-r", str(rootfs)], check=True, capture_output=True)
 
 
-def _base_rootfs(ctx: Context, staging: Path, packages: list[str]) -> Path:
+def _base_rootfs(ctx: Context, staging: Path, stage: Stage) -> Path:
     rootfs = staging / "rootfs"
     shutil.rmtree(rootfs, ignore_errors=True)
     (rootfs / "usr").mkdir(parents=True)
     for sub in ("bin", "sbin", "lib", "lib64"):
         (rootfs / "usr" / sub).mkdir()
         (rootfs / sub).symlink_to(f"usr/{sub}")
-    _merge_usr(_debian_tree(ctx, BASE_PACKAGES + packages), rootfs)
-    _finish_rootfs(rootfs)
+    _merge_usr(_debian_tree(ctx, BASE_PACKAGES + stage.apt_packages), rootfs)
+    _finish_rootfs(rootfs, stage.users)
     return rootfs
 
 
@@ -315,7 +344,7 @@ def build_image(ctx: Context, name: str) -> Path:
     (ctx.cache / "images" / "staging").mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=ctx.cache / "images" / "staging"))
     try:
-        rootfs = _base_rootfs(ctx, staging, stage.apt_packages)
+        rootfs = _base_rootfs(ctx, staging, stage)
         tree = _install_tree(ctx, stage.install_prefix, key)
         target = rootfs / stage.install_prefix.lstrip("/")
         shutil.copytree(tree, target, symlinks=True, ignore=shutil.ignore_patterns(".done"))

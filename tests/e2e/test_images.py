@@ -117,3 +117,14 @@ def test_agent_image_has_the_slim_base_parts_the_stores_load(project_image: Proj
     names = layer_names(project_image("agent").archive)
 
     assert {"usr/bin/sh", "usr/lib/x86_64-linux-gnu/libstdc++.so.6", "etc/services"} <= names
+
+
+@pytest.mark.parametrize("name", ["agent", "operator"])
+def test_image_user_is_listed_in_passwd(name: str, project_image: ProjectImage) -> None:
+    """Found by leg 2: ssh exits "No user exists for uid 65532" for a user /etc/passwd lacks,
+    so git over ssh failed in every agent; the images that run git list their user."""
+    uid = str(final_stage(name)["User"]).split(":")[0]
+
+    passwd = read_file(project_image(name).archive, "/etc/passwd").decode()
+
+    assert uid in {line.split(":")[2] for line in passwd.splitlines() if line.count(":") >= 6}
