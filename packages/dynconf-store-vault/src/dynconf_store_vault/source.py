@@ -317,9 +317,8 @@ class VaultSource(SourceSupport):
             log.warning(
                 "vault_watch_reads_data",
                 extra={
-                    "event": "vault_watch_reads_data",
                     "store": self.description,
-                    "reason": f"the token may not read {path}, so each watch tick reads the "
+                    "detail": f"the token may not read {path}, so each watch tick reads the "
                     "secret itself; grant read on that path for the cheaper check",
                 },
             )
