@@ -362,3 +362,24 @@ def test_no_agent_restarted_or_killed_under_default_limits(
     restarts, terminations = ws.restarts(pods[store].pod), ws.agent_terminations(pods[store].pod)
 
     assert (restarts, terminations) == (dict.fromkeys(restarts, 0), {})
+
+
+def test_agents_working_set_is_under_the_default_memory_limit(
+    store_pods: tuple[Workspace, dict[str, StorePod]], kube_node: KubeNode
+) -> None:
+    """Read from the kubelet's summary API (through the apiserver's node proxy)."""
+    ws, pods = store_pods
+    response = ws.core.connect_get_node_proxy_with_path(
+        kube_node.name, "stats/summary", _preload_content=False
+    )
+    summary = json.loads(response.data)
+    found = {
+        pod["podRef"]["name"]: container["memory"]["workingSetBytes"]
+        for pod in summary["pods"] if pod["podRef"]["namespace"] == ws.namespace
+        for container in pod.get("containers", []) if container["name"] == "dynamic-config-agent"
+    }  # fmt: skip
+    shown = ", ".join(f"{name} {found[name] / 2**20:.0f}" for name in sorted(found))
+    print(f"\ne2e stores: agent working set MiB (limit 64): {shown}")
+
+    assert sorted(found) == sorted(pods)
+    assert max(found.values()) < 64 * 2**20
