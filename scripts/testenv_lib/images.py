@@ -5,10 +5,11 @@ users build with docker — and produces the same image as an OCI archive under
 ``<run>/images/<name>.tar``, which ``start node`` loads into the node's containerd:
 
 - the base: ``python:3.11-slim`` is a Debian bookworm with Python 3.11, so the stand-in is
-  bookworm's own ``python3.11`` and ``ca-certificates`` with their dependency closure (apt's
-  solver on an empty system, ``Context.apt_closure``), unpacked with ``dpkg-deb -x`` into a
-  usr-merged tree; maintainer scripts do not run, so the two things they would make are made
-  here (the CA bundle, ``ld.so.cache``); the machine's own Python is not used, so the image
+  bookworm's own ``python3.11``, ``ca-certificates`` and the slim base's run-time parts the
+  workspace needs (``BASE_PACKAGES``) with their dependency closure (apt's solver on an empty
+  system, ``Context.apt_closure``), unpacked with ``dpkg-deb -x`` into a usr-merged tree;
+  maintainer scripts do not run, so what they would make is made here (the CA bundle,
+  ``ld.so.cache``, ``/bin/sh``); the machine's own Python is not used, so the image
   does not depend on what happens to be installed on the build machine;
 - the runtime stage's ``apt-get install`` packages (``git openssh-client``), resolved the same
   way;
@@ -27,6 +28,8 @@ unchanged checkout never rebuilds.  Standard library only.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -36,8 +39,8 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .common import Context, TestenvError, log
@@ -45,10 +48,11 @@ from .oci import ImageConfig, read_config, write_archive
 
 IMAGES = ("agent", "webhook", "operator", "node-agent")
 REGISTRY = "ghcr.io/dynamic-config-rs"
-BASE_PACKAGES = ["python3.11", "ca-certificates", "libstdc++6", "netbase"]
-"""What ``python:3.11-slim`` carries that the venv needs: the interpreter, CA roots, the C++
-runtime its Debian base always has (grpcio's extension links ``libstdc++.so.6``: without it
-the node agent cannot start) and ``/etc/services`` / ``/etc/protocols``."""
+BASE_PACKAGES = ["python3.11", "ca-certificates", "dash", "libstdc++6", "netbase"]
+"""What ``python:3.11-slim`` gives every image: its Python, the CA bundle, and the parts of
+``debian:bookworm-slim`` the workspace relies on at run time — ``/bin/sh`` (git runs
+``core.sshCommand`` through it), the C++ runtime (grpc's extension, under the firestore client)
+and ``/etc/services``/``/etc/protocols`` (the slim image installs ``netbase`` for them)."""
 BASE_ENV = {
     "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
     "LANG": "C.UTF-8",
@@ -71,6 +75,8 @@ class Stage:
     cmd: list[str] | None
     install_prefix: str
     """The prefix the build stage passes to ``agent-install.sh`` (``/opt/dynamic-config``)."""
+    users: list[tuple[str, int, str, str]] = field(default_factory=list)
+    """``useradd --uid N --user-group --home-dir H --shell S NAME`` of the final stage."""
 
     def config(self) -> ImageConfig:
         return ImageConfig(entrypoint=self.entrypoint, cmd=self.cmd, user=self.user, env=self.env)
@@ -114,6 +120,7 @@ def parse_dockerfile(path: Path) -> Stage:
             prefix = shlex.split(rest)[1]
     env = dict(BASE_ENV)
     packages: list[str] = []
+    users: list[tuple[str, int, str, str]] = []
     user = ""
     entrypoint: list[str] | None = None
     cmd: list[str] | None = None
@@ -123,6 +130,8 @@ def parse_dockerfile(path: Path) -> Stage:
                 args = shlex.split(command)
                 if args[:2] == ["apt-get", "install"]:
                     packages += [a for a in args[2:] if not a.startswith("-")]
+                elif args[:1] == ["useradd"]:
+                    users.append(_useradd(path, args))
         elif word == "ENV":
             for pair in shlex.split(rest):
                 key, _, value = pair.partition("=")
@@ -135,7 +144,25 @@ def parse_dockerfile(path: Path) -> Stage:
             cmd = json.loads(rest)
     if not prefix:
         raise TestenvError(f"{path}: no build stage runs docker/agent-install.sh")
-    return Stage(packages, [f"{k}={v}" for k, v in env.items()], user, entrypoint, cmd, prefix)
+    env_list = [f"{k}={v}" for k, v in env.items()]
+    return Stage(packages, env_list, user, entrypoint, cmd, prefix, users)
+
+
+def _useradd(path: Path, args: list[str]) -> tuple[str, int, str, str]:
+    """(name, uid, home, shell) of one ``useradd`` with a user group, the form the files use."""
+    takes_value = {"--uid", "--home-dir", "--shell"}
+    options: dict[str, str] = {}
+    flags: set[str] = set()
+    rest = iter(args[1:-1])
+    for word in rest:
+        if word in takes_value:
+            options[word] = next(rest, "")
+        else:
+            flags.add(word)
+    if not options.get("--uid", "").isdigit() or "--user-group" not in flags:
+        raise TestenvError(f"{path}: useradd needs --uid N and --user-group: {' '.join(args)}")
+    home, shell = options.get("--home-dir", "/nonexistent"), options.get("--shell", "/bin/sh")
+    return args[-1], int(options["--uid"]), home, shell
 
 
 def dockerfile(ctx: Context, name: str) -> Path:
@@ -189,16 +216,22 @@ def _merge_usr(src: Path, rootfs: Path) -> None:
             shutil.copy2(entry, target, follow_symlinks=False)
 
 
-def _finish_rootfs(rootfs: Path) -> None:
-    """What the skipped maintainer scripts and the base image would have left."""
+def _finish_rootfs(rootfs: Path, users: list[tuple[str, int, str, str]]) -> None:
+    """What the skipped maintainer scripts, the base image and ``useradd`` would have left."""
     for rel in PRUNE:
         shutil.rmtree(rootfs / rel, ignore_errors=True)
     etc = rootfs / "etc"
     etc.mkdir(exist_ok=True)
-    (etc / "passwd").write_text(
-        "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
-    )
-    (etc / "group").write_text("root:x:0:\nnogroup:x:65534:\n")
+    passwd = [
+        "root:x:0:0:root:/root:/bin/sh",
+        "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin",
+    ]
+    group = ["root:x:0:", "nogroup:x:65534:"]
+    for name, uid, home, shell in users:
+        passwd.append(f"{name}:x:{uid}:{uid}::{home}:{shell}")
+        group.append(f"{name}:x:{uid}:")
+    (etc / "passwd").write_text("\n".join(passwd) + "\n")
+    (etc / "group").write_text("\n".join(group) + "\n")
     (etc / "ld.so.conf").write_text("include /etc/ld.so.conf.d/*.conf\n")
     certs = sorted((rootfs / "usr/share/ca-certificates").rglob("*.crt"))
     (etc / "ssl" / "certs").mkdir(parents=True, exist_ok=True)
@@ -209,6 +242,8 @@ def _finish_rootfs(rootfs: Path) -> None:
     ssl_dir.mkdir(parents=True, exist_ok=True)
     if not (ssl_dir / "cert.pem").exists():
         (ssl_dir / "cert.pem").symlink_to("/etc/ssl/certs/ca-certificates.crt")
+    if not (rootfs / "usr/bin/sh").exists():
+        (rootfs / "usr/bin/sh").symlink_to("dash")  # what dash's maintainer script links
     for sub in ("tmp", "proc", "sys", "dev", "root", "run", "var/tmp"):
         (rootfs / sub).mkdir(parents=True, exist_ok=True)
     (rootfs / "tmp").chmod(0o1777)
@@ -216,25 +251,57 @@ def _finish_rootfs(rootfs: Path) -> None:
     subprocess.run(["ldconfig", "-r", str(rootfs)], check=True, capture_output=True)
 
 
-def _base_rootfs(ctx: Context, staging: Path, packages: list[str]) -> Path:
+def _base_rootfs(ctx: Context, staging: Path, stage: Stage) -> Path:
     rootfs = staging / "rootfs"
     shutil.rmtree(rootfs, ignore_errors=True)
     (rootfs / "usr").mkdir(parents=True)
     for sub in ("bin", "sbin", "lib", "lib64"):
         (rootfs / "usr" / sub).mkdir()
         (rootfs / sub).symlink_to(f"usr/{sub}")
-    _merge_usr(_debian_tree(ctx, BASE_PACKAGES + packages), rootfs)
-    _finish_rootfs(rootfs)
+    _merge_usr(_debian_tree(ctx, BASE_PACKAGES + stage.apt_packages), rootfs)
+    _finish_rootfs(rootfs, stage.users)
     return rootfs
 
 
+@contextlib.contextmanager
+def _cache_lock(ctx: Context, key: str) -> Iterator[None]:
+    """One builder at a time for ``key``: the cache is shared by every checkout on the machine."""
+    locks = ctx.cache / "images" / "locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    with (locks / key).open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def _install_tree(ctx: Context, prefix: str, key: str) -> Path:
-    """``docker/agent-install.sh PREFIX`` run as the build stage runs it, cached per ``key``."""
+    """``docker/agent-install.sh PREFIX`` run as the build stage runs it, cached per ``key``.
+
+    Checkouts at the same commit share ``key``: the tree is built under a lock, into a directory
+    of its own, and renamed into place only when complete.
+    """
     out = ctx.cache / "images" / "install" / key
     if (out / ".done").is_file():
         return out
-    shutil.rmtree(out, ignore_errors=True)
-    out.mkdir(parents=True)
+    with _cache_lock(ctx, f"install-{key}"):
+        if (out / ".done").is_file():
+            return out
+        shutil.rmtree(out, ignore_errors=True)
+        building = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=out.parent))
+        building.chmod(0o755)  # it becomes the image's prefix, which its user must traverse
+        try:
+            took = _run_agent_install(ctx, prefix, building)
+            (building / ".done").write_text(f"{took:.1f}\n")
+            building.rename(out)
+        finally:
+            shutil.rmtree(building, ignore_errors=True)
+    return out
+
+
+def _run_agent_install(ctx: Context, prefix: str, out: Path) -> float:
+    """Run ``docker/agent-install.sh`` with ``prefix`` bind-mounted onto ``out``; its seconds."""
     uv = shutil.which("uv") or str(Path.home() / ".cache" / "dynconf-tools" / "bin" / "uv")
     if not Path(uv).is_file():
         raise TestenvError("uv is needed to install the locked wheels (scripts/dev bootstraps it)")
@@ -259,9 +326,9 @@ def _install_tree(ctx: Context, prefix: str, key: str) -> Path:
     )  # fmt: skip
     if result.returncode != 0:
         raise TestenvError(f"docker/agent-install.sh failed:\n{result.stderr[-3000:]}")
-    (out / ".done").write_text(f"{time.monotonic() - started:.1f}\n")
-    log(f"images: agent-install.sh into {prefix} in {time.monotonic() - started:.0f} s")
-    return out
+    took = time.monotonic() - started
+    log(f"images: agent-install.sh into {prefix} in {took:.0f} s")
+    return took
 
 
 def build_image(ctx: Context, name: str) -> Path:
@@ -273,12 +340,11 @@ def build_image(ctx: Context, name: str) -> Path:
         return out
     started = time.monotonic()
     stage = parse_dockerfile(dockerfile(ctx, name))
-    # A staging directory of this build's own: the cache is shared by every checkout, and two
-    # checkouts building the same image at once must not unpack into one tree.
+    # a staging tree per build: the cache is shared, and two checkouts may build at once
     (ctx.cache / "images" / "staging").mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=ctx.cache / "images" / "staging"))
     try:
-        rootfs = _base_rootfs(ctx, staging, stage.apt_packages)
+        rootfs = _base_rootfs(ctx, staging, stage)
         tree = _install_tree(ctx, stage.install_prefix, key)
         target = rootfs / stage.install_prefix.lstrip("/")
         shutil.copytree(tree, target, symlinks=True, ignore=shutil.ignore_patterns(".done"))

@@ -78,7 +78,9 @@ def forward(listen_netns: str, listen: str, to: str) -> None:
             upstream = socket.create_connection(target, timeout=10)
             upstream.settimeout(None)
         except OSError as err:
-            print(f"connect {to}: {err}", flush=True)
+            # stderr: stdout is a pipe whose reader (kube_node.expose) stops after the first
+            # line, so a write there could fill it and stall every later connection
+            print(f"connect {to}: {err}", file=sys.stderr, flush=True)
             conn.close()
             continue
         threading.Thread(target=_join, args=(conn, upstream), daemon=True).start()
@@ -103,7 +105,7 @@ def _serve_connect(conn: socket.socket) -> None:
         upstream = socket.create_connection(_address(target), timeout=10)
         upstream.settimeout(None)
     except (OSError, ValueError) as err:
-        print(f"CONNECT {target}: {err}", flush=True)
+        print(f"CONNECT {target}: {err}", file=sys.stderr, flush=True)
         conn.sendall(b"HTTP/1.1 502 Bad Gateway\r\n\r\n")
         conn.close()
         return

@@ -126,3 +126,41 @@ def test_every_native_module_of_the_image_finds_its_shared_libraries(
 
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.strip() == ""
+
+
+def layer_names(archive: Path) -> set[str]:
+    """Every path in the (single) layer of the image in ``archive``."""
+    import tarfile
+
+    with tarfile.open(archive) as tar:
+        index = tar.extractfile("index.json")
+        assert index is not None
+        manifest = tar.extractfile(
+            "blobs/sha256/" + json.load(index)["manifests"][0]["digest"].split(":", 1)[1]
+        )
+        assert manifest is not None
+        layer = json.load(manifest)["layers"][0]["digest"].split(":", 1)[1]
+        blob = tar.extractfile(f"blobs/sha256/{layer}")
+        assert blob is not None
+        with tarfile.open(fileobj=blob, mode="r|") as inner:
+            return {member.name for member in inner}
+
+
+def test_agent_image_has_the_slim_base_parts_the_stores_load(project_image: ProjectImage) -> None:
+    """Found by leg 2: without ``/bin/sh`` git cannot run its ssh command ("unable to fork")
+    and without libstdc++ grpc (the firestore client) does not import; ``python:3.11-slim``
+    has both, so an image built here must too."""
+    names = layer_names(project_image("agent").archive)
+
+    assert {"usr/bin/sh", "usr/lib/x86_64-linux-gnu/libstdc++.so.6", "etc/services"} <= names
+
+
+@pytest.mark.parametrize("name", ["agent", "operator"])
+def test_image_user_is_listed_in_passwd(name: str, project_image: ProjectImage) -> None:
+    """Found by leg 2: ssh exits "No user exists for uid 65532" for a user /etc/passwd lacks,
+    so git over ssh failed in every agent; the images that run git list their user."""
+    uid = str(final_stage(name)["User"]).split(":")[0]
+
+    passwd = read_file(project_image(name).archive, "/etc/passwd").decode()
+
+    assert uid in {line.split(":")[2] for line in passwd.splitlines() if line.count(":") >= 6}

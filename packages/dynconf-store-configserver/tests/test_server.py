@@ -62,6 +62,40 @@ def test_file_change_rebuilds_with_a_new_generation(billing, config_dir):
     assert envelope["config"]["db"]["host"] == "db.changed"
 
 
+def test_a_write_landing_while_a_rebuild_reads_the_files_is_not_lost(
+    serve, config_dir, monkeypatch
+):
+    # Found by the e2e latency leg: a rebuild read the file, a write landed, and the rebuild
+    # then recorded the *new* file's stat as seen, so the poll never noticed the write and the
+    # server served the older document until the next change.  The write is placed in that
+    # window here (it is a window of microseconds on a real machine).
+    from dynconf_store_configserver.server import sections
+
+    real_resolve = sections.resolve
+    writes = ['[billing.db]\nhost = "db.raced"\n']
+
+    def resolve_then_write(*args, **kwargs):
+        resolved = real_resolve(*args, **kwargs)
+        if (
+            writes
+            and len(writes) == 1
+            and "db.first" in (config_dir.root / "billing.prod.toml").read_text()
+        ):
+            config_dir.write("billing.prod.toml", writes.pop())
+        return resolved
+
+    server = serve(base_settings(config_dir), base=config_dir.root)
+    monkeypatch.setattr(sections, "resolve", resolve_then_write)
+    config_dir.write("billing.prod.toml", '[billing.db]\nhost = "db.first"\n')
+    deadline = time.monotonic() + 10
+    while True:
+        host = json.loads(get(f"{server.url}/billing/prod")[2])["config"]["db"]["host"]
+        if host == "db.raced":
+            break
+        assert time.monotonic() < deadline, f"the raced write was lost; serving {host}"
+        time.sleep(0.05)
+
+
 def test_missing_or_bad_credential_is_401(billing):
     for token in (None, "wrong-token-wrong-token-wrong-token-00"):
         status, headers, body = get(f"{billing.url}/billing/prod", token=token)

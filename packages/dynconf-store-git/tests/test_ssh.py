@@ -147,3 +147,28 @@ def test_ssh_agent_offers_the_key(repo, ssh_server, make_source, pinned, tmp_pat
     finally:
         agent.send_signal(signal.SIGTERM)
         agent.wait(5)
+
+
+def unlisted_uid() -> int:
+    """A uid the machine's user database does not list (what the agent image had for 65532)."""
+    import pwd
+
+    listed = {entry.pw_uid for entry in pwd.getpwall()}
+    return next(uid for uid in range(65000, 65533) if uid not in listed)
+
+
+def test_ssh_as_a_uid_without_a_passwd_entry_is_refused_naming_the_uid() -> None:
+    from dynconf_store_git.plugin import ssh_user_check
+
+    uid = unlisted_uid()
+    with pytest.raises(BackendError) as caught:
+        ssh_user_check("git ssh://host/repo", uid)
+
+    assert f"uid {uid}" in str(caught.value)
+    assert "/etc/passwd" in str(caught.value)
+
+
+def test_ssh_as_a_listed_uid_passes() -> None:
+    from dynconf_store_git.plugin import ssh_user_check
+
+    ssh_user_check("git ssh://host/repo", os.getuid())

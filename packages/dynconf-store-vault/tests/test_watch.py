@@ -90,6 +90,38 @@ def test_watch_asks_only_the_metadata_while_nothing_moves(
         assert isinstance(watch.error, AuthError)
 
 
+def test_watch_with_a_data_only_policy_reads_the_data_and_delivers_a_change(
+    vault_server: Any, spec_for: SpecFactory, policy: Any, name: str, caplog: Any
+) -> None:
+    # Found by the e2e stores leg: the usual least-privilege policy grants read on the data
+    # path alone; the metadata check was refused, the watch ended, the file stayed stale.
+    put(vault_server, name, {"v": 1})
+    policy(f"data-{name}", f'path "secret/data/{name}" {{ capabilities = ["read"] }}')
+    token = vault_server.client.auth.token.create(policies=[f"data-{name}"], ttl="1h")
+    source = VAULT_STORE.build(spec_for(f"secret/{name}", token=token["auth"]["client_token"]))
+    with Watcher(source) as watch:
+        assert watch.quiet(0.8)
+        put(vault_server, name, {"v": 2})
+        answer = watch.next()
+        assert isinstance(answer, Fetched)
+        assert json.loads(answer.text) == {"v": 2} and answer.revision == "2"
+        assert watch.quiet(0.6)
+        assert watch.error is None
+    assert [r for r in caplog.records if r.getMessage() == "vault_watch_reads_data"]
+
+
+def test_watch_with_a_token_refused_everywhere_still_ends_with_the_refusal(
+    vault_server: Any, spec_for: SpecFactory, policy: Any, name: str
+) -> None:
+    put(vault_server, name, {"v": 1})
+    policy(f"none-{name}", f'path "secret/data/other-{name}" {{ capabilities = ["read"] }}')
+    token = vault_server.client.auth.token.create(policies=[f"none-{name}"], ttl="1h")
+    source = VAULT_STORE.build(spec_for(f"secret/{name}", token=token["auth"]["client_token"]))
+    with Watcher(source) as watch:
+        assert watch.ended.wait(10)
+        assert isinstance(watch.error, AuthError)
+
+
 def test_stop_is_noticed_within_a_slice(
     vault_server: Any, spec_for: SpecFactory, name: str
 ) -> None:

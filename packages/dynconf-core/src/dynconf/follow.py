@@ -63,8 +63,20 @@ _log = logging.getLogger("dynconf.follow")
 
 
 def reason_of(error: BaseException) -> str:
-    """A failure as one value-free line: the engine's sentence, or the exception's kind."""
-    return str(error) if isinstance(error, DynconfError) else type(error).__name__
+    """A failure as one value-free line: the engine's sentence, or the exception's kind.
+
+    An ImportError says which module or shared library is missing (a name, never a value), and
+    without that the line would read only "ImportError": an image that lacks a store client's
+    system library is then undiagnosable from the log.
+    """
+    if isinstance(error, DynconfError):
+        return str(error)
+    if isinstance(error, ImportError):
+        return (
+            f"a library the store client needs could not be loaded ({error}); the image or "
+            "environment lacks it"
+        )
+    return type(error).__name__
 
 
 @dataclass(frozen=True, slots=True)

@@ -73,3 +73,21 @@ def test_a_change_before_the_watch_primes_is_delivered(
 
     anyio.run(scenario)
     assert seen[-1] == '{"v": 2}'
+
+
+def test_reason_of_a_missing_library_names_it() -> None:
+    from dynconf.follow import reason_of
+
+    try:
+        import dynconf_no_such_client_library  # type: ignore[import-not-found]  # noqa: F401
+    except ImportError as error:
+        reason = reason_of(error)
+
+    assert "dynconf_no_such_client_library" in reason
+    assert "could not be loaded" in reason
+
+
+def test_reason_of_any_other_error_is_only_its_kind() -> None:
+    from dynconf.follow import reason_of
+
+    assert reason_of(ValueError("password=hunter2")) == "ValueError"

@@ -69,6 +69,25 @@ def test_both_native_orders_init_before_always_watcher(pod_with, judge, ops_of):
     assert "restartPolicy" not in inits[0]
 
 
+def test_native_sidecar_holds_the_app_until_its_first_render(pod_with, judge, ops_of):
+    ops = ops_of(judge(pod_with({"native-sidecar": "true", "metrics-port": "9110"})))
+    agent = next(op["value"] for op in ops if op["path"] == "/spec/initContainers/-")
+    assert agent["restartPolicy"] == "Always"
+    assert agent["startupProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+
+
+@pytest.mark.parametrize("extra", [{"mode": "both"}, {"require-ack": "true"}, {}])
+def test_native_sidecar_has_no_startup_probe_where_it_would_not_help(
+    pod_with, judge, ops_of, extra
+):
+    # both: the init agent rendered already; require-ack: readiness waits on the app itself;
+    # no metrics port: nothing to probe
+    port = {"metrics-port": "9110"} if extra else {}
+    ops = ops_of(judge(pod_with({"native-sidecar": "true", **port, **extra})))
+    containers = [op["value"] for op in ops if op["path"] == "/spec/initContainers/-"]
+    assert not [c for c in containers if "startupProbe" in c]
+
+
 def test_init_first_goes_to_index_zero(pod_with, judge, ops_of):
     pod = pod_with(
         {"mode": "both", "init-first": "true"}, initContainers=[{"name": "migrate", "image": "m"}]

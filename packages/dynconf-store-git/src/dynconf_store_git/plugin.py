@@ -6,6 +6,7 @@ specs with the same sentences. Building imports GitPython; discovery does not.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
@@ -263,7 +264,10 @@ class GitStoreType(StoreTypeBase):
         ref = parse_ref(spec.ref)
         assert not isinstance(endpoint, str)
         assert not isinstance(ref, str)
-        known_hosts = self.pinned_hosts(spec) if endpoint.kind is EndpointKind.SSH else None
+        known_hosts = None
+        if endpoint.kind is EndpointKind.SSH:
+            ssh_user_check(description)
+            known_hosts = self.pinned_hosts(spec)
         credential = Credential(
             method=effective_auth(spec),
             username=spec.auth_username or DEFAULT_USERNAME,
@@ -295,6 +299,29 @@ class GitStoreType(StoreTypeBase):
             max_cache_bytes=int(spec.extra.get("cache_max_bytes", DEFAULT_MAX_BYTES)),
             max_packs=DEFAULT_MAX_PACKS,
         )
+
+
+def ssh_user_check(describe: str, uid: int | None = None) -> None:
+    """Refuse (BackendError) to use ssh as a uid the system's user database does not list.
+
+    OpenSSH looks its own user up before anything else and exits with "No user exists for uid
+    N"; git then reports only "Could not read from remote repository".  An image's
+    ``/etc/passwd`` lists its own user (the agent image's 65532), not whatever
+    ``agent-run-as-user`` picked, so this says which uid and what to change.
+    """
+    import pwd
+
+    uid = os.getuid() if uid is None else uid
+    try:
+        pwd.getpwuid(uid)
+    except KeyError:
+        raise BackendError(
+            f"{describe}: git over ssh cannot run as uid {uid}: ssh needs the uid listed in "
+            "/etc/passwd and the image does not list it; run the agent as the image's user "
+            "(the agent image lists 65532, the default: drop agent-run-as-user) or add the "
+            "user to the image",
+            origin=Origin.remote(describe),
+        ) from None
 
 
 GIT_STORE: Final = GitStoreType()

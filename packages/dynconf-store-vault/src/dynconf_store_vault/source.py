@@ -3,7 +3,10 @@
 KV v2 (the default): the key ``<mount>/<path>`` is read at ``<mount>/data/<path>``; the
 document is the secret's fields (``data.data``) as JSON, under ``section`` when one is
 given; the revision is the KV version. The watch asks the cheap question each interval —
-the secret's metadata ``current_version`` — and reads the data only when it moved.
+the secret's metadata ``current_version`` — and reads the data only when it moved.  A policy
+that grants ``read`` on ``<mount>/data/<path>`` alone (the usual least-privilege one) refuses
+the metadata; the watch then asks the data itself each interval (its ``metadata.version``),
+warning once, rather than ending and leaving the file stale.
 
 Dynamic (``spec.dynamic``): the key is read exactly as written (``database/creds/app``;
 with ``?name=value`` parameters it is written instead, which is how ``pki/issue/<role>``
@@ -108,6 +111,10 @@ class VaultSource(SourceSupport):
         self.lease_renewal_failures = 0
         self._schedule: LeaseSchedule | None = None
         self._mount_checked = False
+        self._watch_by_data = False
+        """Set once the metadata was refused and the data was not: each tick reads the data."""
+        self._data_read: Fetched | Absent | None = None
+        """The read behind the last data-watch tick, delivered when its version moved."""
 
     # -- the protocol -------------------------------------------------------------------
 
@@ -202,7 +209,7 @@ class VaultSource(SourceSupport):
         if answer.status != 403:
             return answer
         if not self.keeper.can_relogin:
-            raise AuthError(
+            raise _PathRefused(
                 f"vault refused the supplied token on {path} (status 403): it was revoked, "
                 "has expired or its policy does not grant this path; supply a token whose "
                 "policy grants it",
@@ -213,7 +220,7 @@ class VaultSource(SourceSupport):
             method, path, token=self.keeper.current(), body=body, timeout=timeout
         )
         if answer.status == 403:
-            raise AuthError(
+            raise _PathRefused(
                 f"vault refused {path} (status 403) even with a fresh {self.keeper.method} "
                 "token: this is a policy problem, not an expired token; grant the role's "
                 f"policy the needed capability on {path}",
@@ -296,8 +303,26 @@ class VaultSource(SourceSupport):
 
     def _version_state(self) -> int | Absent:
         """The secret's live version by its metadata; ABSENT when deleted, destroyed or gone."""
+        if self._watch_by_data:
+            return self._version_from_data()
         path = f"{self._mount}/metadata/{self._path}"
-        answer = self._send("GET", path)
+        try:
+            answer = self._send("GET", path)
+        except _PathRefused:
+            # the policy may read the data but not the metadata; a token refused everywhere
+            # is refused by the data read too, which raises that refusal (a failed login is
+            # not a path refusal: it ends the watch as it did)
+            state = self._version_from_data()
+            self._watch_by_data = True
+            log.warning(
+                "vault_watch_reads_data",
+                extra={
+                    "store": self.description,
+                    "detail": f"the token may not read {path}, so each watch tick reads the "
+                    "secret itself; grant read on that path for the cheaper check",
+                },
+            )
+            return state
         if answer.status == 404:
             self._ensure_kv_v2(path)
             return ABSENT
@@ -319,6 +344,13 @@ class VaultSource(SourceSupport):
             return ABSENT
         return current
 
+    def _version_from_data(self) -> int | Absent:
+        """The version the data read answers with (the read is kept for delivery)."""
+        self._data_read = self._read_kv()
+        if isinstance(self._data_read, Absent):
+            return ABSENT
+        return self._data_read.numeric_revision or 0
+
     def check(self) -> int | Absent:
         """One watch tick's question, alone (the bench times it)."""
         return self._version_state()
@@ -338,7 +370,8 @@ class VaultSource(SourceSupport):
                         seen = state
                         yield ABSENT
                     else:
-                        answer = self._read_kv()
+                        answer = self._data_read if self._watch_by_data else None
+                        answer = answer if answer is not None else self._read_kv()
                         # the marker comes from the read, which may be newer than the check
                         number = answer.numeric_revision if isinstance(answer, Fetched) else None
                         seen = ABSENT if isinstance(answer, Absent) else (number or state)
@@ -436,6 +469,10 @@ class VaultSource(SourceSupport):
 
 class _NotKvV2(RemoteError):
     """A watched mount that has no versions: the watch cannot work, so it ends."""
+
+
+class _PathRefused(AuthError):
+    """Vault's 403 on one path with a token it otherwise accepts (or cannot replace)."""
 
 
 def _seconds(value: object) -> float:

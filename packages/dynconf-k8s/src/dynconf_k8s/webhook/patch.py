@@ -341,7 +341,21 @@ def agent_container(plan: Plan, render: Render, watch: bool) -> Json:
                 "httpGet": {"path": "/readyz", "port": "metrics" if named else port},
                 "periodSeconds": 5,
             }
+            if plan.native_sidecar and named and not plan.inits and not plan.require_ack:
+                container["startupProbe"] = _first_render_probe()
     return container
+
+
+def _first_render_probe() -> Json:
+    """Hold the app containers until the native sidecar's first render is published.
+
+    The kubelet starts the containers after a restartable init container once it has
+    *started*, or once its startupProbe passes; without the probe an app (a Job's, say) could
+    open the file before it exists.  ``mode: both`` has the init agent for that, and with
+    ``require-ack`` readiness waits on the app itself, so neither gets it.  Found on the node.
+    """
+    return {"failureThreshold": 300, "httpGet": {"path": "/readyz", "port": "metrics"},
+            "periodSeconds": 1}  # fmt: skip
 
 
 def _resources(plan: Plan, render: Render) -> Json:

@@ -242,8 +242,14 @@ class Documents:
             whole_document=settings.whole_document,
             environ=environ,
         )
+        # stat before reading: a write that lands between the read and a stat taken after it
+        # would be recorded as seen and never rebuilt; stat first, and it is noticed next poll
+        before = {path: _stat(path) for path in section.watched}
         resolved = resolve(spec, registry=self.registry)
-        watched = {path: _stat(path) for path in resolved.watched_files()}
+        watched = {
+            path: before[path] if path in before else _stat(path)
+            for path in resolved.watched_files()
+        }
         return resolved.section, watched
 
     def _stores_document(self, section: Section) -> RemoteDocument | None:
