@@ -59,6 +59,7 @@ features:
 APP = """\
 import http.server
 import json
+import time
 
 from pydantic import BaseModel
 
@@ -72,6 +73,8 @@ class Db(BaseModel):
 
 config = DynamicConfig(Db, "db").file("/config/rendered.yaml")
 config.init()
+changed_at = [time.time()]
+config.on_reload(lambda old, new: changed_at.__setitem__(0, time.time()))
 config.watch()
 
 
@@ -82,7 +85,7 @@ class Readyz(http.server.BaseHTTPRequestHandler):
             return
         db = config.current()
         body = json.dumps({"generation": config.generation, "host": db.host,
-                           "pool_size": db.pool_size}).encode()
+                           "pool_size": db.pool_size, "changed_at": changed_at[0]}).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
@@ -253,15 +256,18 @@ def test_agent_is_a_native_sidecar(stack: Stack) -> None:
 def test_kv_put_moves_every_replica_within_watch_seconds(stack: Stack) -> None:
     pods = stack.replicas()
     before = {pod: stack.readyz(pod)["generation"] for pod in pods}
+    put_at = time.time()
     stack.put({"host": "db-2.internal", "pool_size": 16})
     began = time.monotonic()
 
+    # when each app installed the change, by its own clock (the node's, which is this
+    # machine's): the test's polling through the apiserver proxy adds nothing to the figure
     moved: dict[str, float] = {}
-    while len(moved) < len(pods) and time.monotonic() - began < WATCH_SECONDS + 10:
+    while len(moved) < len(pods) and time.monotonic() - began < WATCH_SECONDS + 30:
         for pod in set(pods) - set(moved):
             answer = stack.readyz(pod)
             if answer["generation"] > before[pod] and answer["host"] == "db-2.internal":
-                moved[pod] = time.monotonic() - began
+                moved[pod] = answer["changed_at"] - put_at
         time.sleep(0.1)
     shown = ", ".join(f"{t:.1f}" for t in sorted(moved.values()))
     print(f"\ne2e full stack: kv put → every replica's generation moved after {shown} s")
