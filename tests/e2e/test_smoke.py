@@ -1,193 +1,49 @@
-"""Leg 1 of the end-to-end ladder (issue 15), first part: an injected pod really runs.
+"""Leg 1 of the end-to-end ladder (issue 15): the chart's webhook injects pods that really run.
 
-The webhook is the real server (uvicorn + the admission app, in this process, as the webhook
-tests run it) registered with the node's apiserver; the pod is the book's annotated pod shape
-(mode both, file-mode 0640, the agent run as 1000/1000) with the agent image built here, reading
-from the Consul test server, which the pod reaches through a pipe into the node's namespace.
-Everything is asserted on the running pod: the app container reads the file, ``stat`` inside it,
-the agent's security settings from the OCI spec containerd gave runc, restart counts.
+The webhook is the chart's (``chart_release``: installed with real helm into the node, default
+TLS mode); the pod is the book's annotated pod shape (mode both, file-mode 0640, the agent run
+as 1000/1000, an allowed agent-env) with the agent image built here, reading from the Consul
+test server, which the pod reaches through a pipe into the node's namespace. Everything is
+asserted on the running pod: the app container reads the file, ``stat`` inside it, the agent's
+security settings and environment from the OCI spec containerd gave runc, restart counts. The
+refusals are what kubectl prints (the apiserver's ``Status.message``), from a second release
+whose installation pins and gates (``strict``).
 """
 
 from __future__ import annotations
 
-import base64
-import importlib.util
 import json
 import time
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes import client  # type: ignore[import-untyped]
-from kubernetes.stream import stream  # type: ignore[import-untyped]
 
-from dynconf_k8s.contract import parse_installation
-from dynconf_k8s.webhook.settings import WebhookSettings
-from tests.fixtures.kube import REPO
-from tests.fixtures.node import KubeNode, ProjectImage
-from tests.testenv.test_node import BUSYBOX, new_namespace
+from tests.e2e.conftest import InstallChart, Release
+from tests.e2e.support import (
+    AGENT,
+    Injector,
+    app_environment,
+    describe,
+    exec_in,
+    statuses,
+    wait_ready,
+)
+from tests.fixtures.node import KubeNode
+from tests.testenv.test_node import BUSYBOX
 
 pytestmark = pytest.mark.e2e
 
-AGENT = "dynamic-config-agent"
-
-
-def _webhook_support() -> Any:
-    """The webhook tests' ``RunningWebhook`` (their conftest is not importable by name)."""
-    path = REPO / "packages" / "dynconf-k8s" / "tests" / "webhook" / "conftest.py"
-    spec = importlib.util.spec_from_file_location("dynconf_e2e_webhook_support", path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def exec_in(core: Any, namespace: str, pod: str, container: str, *command: str) -> str:
-    out: str = stream(
-        core.connect_get_namespaced_pod_exec, pod, namespace, container=container,
-        command=list(command), stderr=True, stdout=True, stdin=False, tty=False,
-    )  # fmt: skip
-    return out
-
-
-def statuses(pod: Any) -> dict[str, Any]:
-    every = [*(pod.status.init_container_statuses or []), *(pod.status.container_statuses or [])]
-    return {s.name: s for s in every}
-
-
-def wait_ready(core: Any, namespace: str, name: str, timeout: float = 120) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        pod = core.read_namespaced_pod(name, namespace)
-        ready = any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or [])
-        if pod.status.phase == "Running" and ready:
-            return pod
-        assert pod.status.phase not in ("Failed", "Succeeded"), pod.status
-        if time.monotonic() > deadline:
-            events = core.list_namespaced_event(
-                namespace, field_selector=f"involvedObject.name={name}"
-            )
-            logs = []
-            for container, status in statuses(pod).items():
-                if status.restart_count or not status.ready:
-                    try:
-                        text = core.read_namespaced_pod_log(
-                            name,
-                            namespace,
-                            container=container,
-                            previous=bool(status.restart_count),
-                            _preload_content=False,
-                        ).data.decode(errors="replace")
-                    except client.ApiException as err:
-                        text = f"(no log: {err.status})"
-                    logs.append(f"--- {container} ---\n{text[-2000:]}")
-            raise AssertionError(
-                f"pod {name} not Ready after {timeout} s: {pod.status.phase}\n"
-                + "\n".join(f"{e.reason}: {e.message}" for e in events.items)
-                + "\n"
-                + "\n".join(logs)
-            )
-        time.sleep(0.2)
-
-
-class Injector:
-    """A namespace the real webhook injects into, with Consul reachable by its pods."""
-
-    def __init__(self, core: Any, namespace: str, endpoint: str, consul: Any, label: str) -> None:
-        self.core, self.namespace, self.endpoint, self.consul = core, namespace, endpoint, consul
-        self.label = label
-
-    def annotations(self, key: str, **extra: str) -> dict[str, str]:
-        """The book's annotated pod (mode both, file-mode 0640, agent as 1000/1000) + ``extra``."""
-        base = {
-            "inject": "true",
-            "source": "consul",
-            "endpoint": f"http://{self.endpoint}",
-            "key": key,
-            "path": "/config/rendered.toml",
-            "mode": "both",
-            "file-mode": "0640",
-            "agent-run-as-user": "1000",
-            "agent-run-as-group": "1000",
-            **extra,
-        }
-        return {f"dynamic-config.rs/{k}": v for k, v in base.items()}
-
-    def put(self, key: str, document: dict[str, Any]) -> None:
-        self.consul.client.kv.put(key, json.dumps(document))
-
-    def run(self, name: str, annotations: dict[str, str], command: str, ready_file: str) -> float:
-        """Create a pod with one busybox ``app`` container; returns seconds until Ready."""
-        body = {
-            "metadata": {"name": name, "annotations": annotations},
-            "spec": {
-                "terminationGracePeriodSeconds": 1,
-                "securityContext": {"runAsUser": 1000, "runAsGroup": 1000},
-                "containers": [{
-                    "name": "app", "image": BUSYBOX, "imagePullPolicy": "Never",
-                    "command": ["sh", "-c", command],
-                    "readinessProbe": {"exec": {"command": ["test", "-s", ready_file]},
-                                       "periodSeconds": 1},
-                }],
-            },
-        }  # fmt: skip
-        began = time.monotonic()
-        self.core.create_namespaced_pod(self.namespace, body)
-        wait_ready(self.core, self.namespace, name)
-        return time.monotonic() - began
-
 
 @pytest.fixture(scope="module")
-def injector(
-    kube_node: KubeNode,
-    kube_node_client: object,
-    node_image: ProjectImage,
-    consul_server: Any,
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[Injector]:
-    """The real webhook registered with the node's apiserver for one labelled namespace."""
-    node_image("agent")
-    support = _webhook_support()
-    hook = support.RunningWebhook(
-        WebhookSettings(installation=parse_installation({})), tmp_path_factory.mktemp("hook")
-    )
-    core = client.CoreV1Api(kube_node_client)
-    admission = client.AdmissionregistrationV1Api(kube_node_client)
-    label = uuid.uuid4().hex[:8]
-    namespace = new_namespace(core)
-    core.patch_namespace(namespace, {"metadata": {"labels": {"dynconf-e2e": label}}})
-    registration = f"e2e-{label}.dynamic-config.rs"
-    admission.create_mutating_webhook_configuration({
-        "metadata": {"name": registration},
-        "webhooks": [{
-            "name": "inject.dynamic-config.rs",
-            "admissionReviewVersions": ["v1"],
-            "sideEffects": "None",
-            "failurePolicy": "Fail",
-            "reinvocationPolicy": "IfNeeded",
-            "timeoutSeconds": 5,
-            "clientConfig": {
-                "url": f"{hook.url}/mutate",
-                "caBundle": base64.b64encode(Path(hook.ca).read_bytes()).decode(),
-            },
-            "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"],
-                       "resources": ["pods"]}],
-            "namespaceSelector": {"matchLabels": {"dynconf-e2e": label}},
-        }],
-    })  # fmt: skip
+def injector(kube_node: KubeNode, chart_release: Release, consul_server: Any) -> Iterator[Injector]:
+    """A namespace the chart's webhook injects into, with Consul exposed to its pods."""
+    namespace = chart_release.injecting_namespace()
     with kube_node.expose(consul_server.port) as endpoint:
-        injection = Injector(core, namespace, endpoint, consul_server, label)
-        probe = {
-            "metadata": {"name": "probe", "annotations": injection.annotations("probe")},
-            "spec": {"containers": [{"name": "app", "image": BUSYBOX}]},
-        }
-        support.await_webhook_called(core, namespace, probe)
-        yield injection
-    admission.delete_mutating_webhook_configuration(registration)
-    core.delete_namespace(namespace)
-    hook.stop()
+        yield Injector(chart_release.core, namespace, endpoint, consul_server,
+                       uuid.uuid4().hex[:8])  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -197,7 +53,7 @@ def injected_pod(injector: Injector) -> tuple[Any, str, None, float]:
     injector.put(key, {"port": 9000, "name": "smoke"})
     took = injector.run(
         "smoke",
-        injector.annotations(key),
+        injector.annotations(key, **{"agent-env": "RUST_LOG=debug"}),
         "cat /config/rendered.toml; exec sleep 3600",
         "/config/rendered.toml",
     )
@@ -262,12 +118,6 @@ def test_no_container_restarted(injected_pod: tuple[Any, str, None, float]) -> N
 
 
 # ---------------------------------------------------------------------------- env delivery
-def app_environment(core: Any, namespace: str, pod: str) -> dict[str, str]:
-    """The app process's environment, read from ``/proc/1/environ`` inside its container."""
-    raw = exec_in(core, namespace, pod, "app", "cat", "/proc/1/environ")
-    return dict(line.split("=", 1) for line in raw.split("\0") if "=" in line)
-
-
 def test_env_inject_puts_the_document_into_the_app_environment(injector: Injector) -> None:
     key = f"e2e-{injector.label}/env.json"
     injector.put(key, {"app_port": 9000, "app_mode": "smoke"})
@@ -290,12 +140,26 @@ def test_env_inject_delivers_a_numeric_looking_string_unquoted(injector: Injecto
     assert env.get("APP_PORT") == "9000"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="found by this leg: the env-restart wrapper fingerprints the file with `cksum`; an app "
-    "image without it (Debian's busybox-static has none) exports an empty fingerprint, the "
-    "liveness probe then compares empty with empty, and the app is never restarted, silently",
-)
+def test_env_restart_leaves_an_unchanged_app_running(injector: Injector) -> None:
+    """The probe must pass while the document stands (it once compared with a variable it
+    could not see: a restart every period)."""
+    key = f"e2e-{injector.label}/steady.json"
+    injector.put(key, {"app_port": 9000})
+    annotations = injector.annotations(
+        key, **{"path": "/config/app.env", "env-inject": "app", "env-restart": "true"}
+    )
+    injector.run("steady", annotations, "exec sleep 3600", "/config/app.env")
+    pod = injector.core.read_namespaced_pod("steady", injector.namespace)
+    probe = next(c for c in pod.spec.containers if c.name == "app").liveness_probe
+    time.sleep(probe.period_seconds * 1.5)  # at least one probe after the first
+
+    pod = injector.core.read_namespaced_pod("steady", injector.namespace)
+
+    assert {n: s.restart_count for n, s in statuses(pod).items()} == dict.fromkeys(
+        statuses(pod), 0
+    ), describe(injector.core, injector.namespace, "steady")
+
+
 def test_env_restart_restarts_only_the_app_with_the_new_values(injector: Injector) -> None:
     key = f"e2e-{injector.label}/restart.json"
     injector.put(key, {"app_port": 9000})
@@ -324,3 +188,111 @@ def test_env_restart_restarts_only_the_app_with_the_new_values(injector: Injecto
     assert {n: c for n, c in counts.items() if n != "app"} == dict.fromkeys(
         (n for n in counts if n != "app"), 0
     )
+
+
+def test_allowed_agent_env_reaches_the_running_agent(
+    injected_pod: tuple[Any, str, None, float], kube_node: KubeNode
+) -> None:
+    core, namespace, _, _ = injected_pod
+    pod = core.read_namespaced_pod("smoke", namespace)
+    agents = [s for name, s in statuses(pod).items() if name.startswith(AGENT) and s.container_id]
+
+    envs = [kube_node.container_spec(s.container_id.split("//", 1)[1])["process"]["env"]
+            for s in agents]  # fmt: skip
+
+    assert envs
+    assert all("RUST_LOG=debug" in env for env in envs)
+
+
+# ---------------------------------------------------------------------------- pod security
+RESTRICTED = {"pod-security.kubernetes.io/enforce": "restricted"}
+
+
+def test_restricted_namespace_admits_and_runs_an_injected_pod(
+    chart_release: Release, injector: Injector
+) -> None:
+    namespace = chart_release.injecting_namespace(RESTRICTED)
+    key = f"e2e-{injector.label}/restricted.json"
+    injector.put(key, {"port": 9000})
+    body = injector.pod("restricted", injector.annotations(key), "exec sleep 3600",
+                        "/config/rendered.toml")  # fmt: skip
+    body["spec"]["securityContext"] = {
+        "runAsUser": 1000, "runAsGroup": 1000, "runAsNonRoot": True,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }  # fmt: skip
+    body["spec"]["containers"][0]["securityContext"] = {
+        "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
+    }  # fmt: skip
+
+    chart_release.core.create_namespaced_pod(namespace, body)
+    pod = wait_ready(chart_release.core, namespace, "restricted")
+
+    assert any(name.startswith(AGENT) for name in statuses(pod))
+
+
+# ---------------------------------------------------------------------------- refusals
+STRICT_LABEL = {"dynconf-e2e/release": "strict"}
+STRICT_VALUES: dict[str, Any] = {
+    "webhook": {
+        "replicas": 1,
+        "agentEnvAllow": "*: RUST_LOG",
+        "sourceDeny": "*: git",
+        "objectSelector": {"matchLabels": STRICT_LABEL},
+    },
+    "agent": {"defaults": {"perStore": "vault: endpoint=https://vault.pinned.example:8200!"}},
+}
+"""A second release: one gate of each kind, pinned per store, selecting only labelled pods (its
+namespaces are not gated, so the session's release never sees them)."""
+DENIED = 'admission webhook "inject.dynamic-config.rs" denied the request: '
+"""How the apiserver (and so kubectl, after ``Error from server (…): error when creating …:``)
+words a webhook's refusal."""
+
+
+@pytest.fixture(scope="module")
+def strict(install_chart: InstallChart) -> Iterator[tuple[Release, str]]:
+    with install_chart("dynconf-strict", STRICT_VALUES) as release:
+        namespace = release.injecting_namespace()
+        release.await_injection(namespace, STRICT_LABEL)
+        yield release, namespace
+
+
+def _refusal(release: Release, namespace: str, **annotations: str) -> str:
+    """The message kubectl would print for an annotated pod this release refuses."""
+    base = {"inject": "true", "source": "consul", "endpoint": "http://10.88.0.1:8500",
+            "key": "refused.json",
+        "path": "/config/app.toml", **annotations}  # fmt: skip
+    body = {
+        "metadata": {"name": "refused", "labels": STRICT_LABEL,
+                     "annotations": {f"dynamic-config.rs/{k}": v for k, v in base.items()}},
+        "spec": {"containers": [{"name": "app", "image": BUSYBOX, "imagePullPolicy": "Never"}]},
+    }  # fmt: skip
+    with pytest.raises(client.ApiException) as refused:
+        release.core.create_namespaced_pod(namespace, body)
+    message = str(json.loads(refused.value.body)["message"])
+    print(f'\nkubectl: Error from server: error when creating "pod.yaml": {message}')
+    return message
+
+
+def test_refused_agent_env_names_the_gate_and_how_to_open_it(
+    strict: tuple[Release, str],
+) -> None:
+    message = _refusal(*strict, **{"agent-env": "HTTPS_PROXY=http://proxy.example:3128"})
+
+    assert message.startswith(DENIED)
+    assert "agent-env" in message and "HTTPS_PROXY" in message
+    assert "webhook.agentEnvAllow" in message
+    assert "proxy.example" not in message  # names, never values
+
+
+def test_refused_source_names_the_deny_gate(strict: tuple[Release, str]) -> None:
+    message = _refusal(*strict, source="git", endpoint="https://git.example/repo.git")
+
+    assert message.startswith(DENIED)
+    assert "git" in message and "webhook.sourceDeny" in message
+
+
+def test_refused_endpoint_names_the_pin(strict: tuple[Release, str]) -> None:
+    message = _refusal(*strict, source="vault", endpoint="https://vault.other.example:8200")
+
+    assert message.startswith(DENIED)
+    assert "dynamic-config.rs/endpoint" in message and "the installation pins it" in message

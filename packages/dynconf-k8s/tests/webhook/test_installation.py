@@ -159,3 +159,30 @@ def test_comment_only_document_is_empty(tmp_path):
     path = tmp_path / "installation.yaml"
     path.write_text("# nothing yet\n")
     assert load_installation({"DYNAMIC_CONFIG_WEBHOOK_DEFAULTS_FILE": str(path)}).fleet == {}
+
+
+SERVICE_LINKS = {
+    "DYNAMIC_CONFIG_WEBHOOK_SERVICE_HOST": "10.0.0.7",
+    "DYNAMIC_CONFIG_WEBHOOK_SERVICE_PORT": "443",
+    "DYNAMIC_CONFIG_WEBHOOK_SERVICE_PORT_HTTPS": "443",
+    "DYNAMIC_CONFIG_WEBHOOK_SERVICE_PORT_METRICS": "9091",
+    "DYNAMIC_CONFIG_WEBHOOK_PORT": "tcp://10.0.0.7:443",
+    "DYNAMIC_CONFIG_WEBHOOK_PORT_443_TCP": "tcp://10.0.0.7:443",
+    "DYNAMIC_CONFIG_WEBHOOK_PORT_443_TCP_PROTO": "tcp",
+    "DYNAMIC_CONFIG_WEBHOOK_PORT_443_TCP_PORT": "443",
+    "DYNAMIC_CONFIG_WEBHOOK_PORT_443_TCP_ADDR": "10.0.0.7",
+}
+"""What the kubelet put in the chart's webhook container for its own Service (found on the
+node: the webhook refused to start on them)."""
+
+
+def test_service_link_variables_of_a_dynamic_config_service_are_not_settings():
+    parse_installation(SERVICE_LINKS)
+
+
+def test_a_misspelt_setting_shaped_like_a_port_is_still_refused():
+    with pytest.raises(InstallationError) as caught:
+        parse_installation({"DYNAMIC_CONFIG_AGENT_METRIC_PORT": "9110"})
+
+    assert any("DYNAMIC_CONFIG_AGENT_METRIC_PORT is not an installation setting" in p
+               for p in caught.value.problems)  # fmt: skip

@@ -286,7 +286,42 @@ def test_env_restart_adds_fingerprint_and_probe(pod_with, judge, ops_of):
     probe = next(op for op in ops if op["path"] == "/spec/containers/0/livenessProbe")["value"]
     assert probe["periodSeconds"] == 30 and probe["failureThreshold"] == 1
     script = next(op for op in ops if op["op"] == "replace")["value"][2]
-    assert 'DYNAMIC_CONFIG_ENV_FINGERPRINT="$(cksum < /config/app.env)"' in script
+    assert script.startswith("{ read -r f && read -r f; } < /config/.app.env.meta; ")
+    assert 'export DYNAMIC_CONFIG_ENV_FINGERPRINT="$f"; ' in script
+    assert 'echo "$f" > /config/.app.env.env-started; exec "$@"' in script
+    assert probe["exec"]["command"][2].endswith(
+        'read -r s < /config/.app.env.env-started; test "$f" = "$s"'
+    )
+
+
+def test_env_restart_turns_on_the_meta_file_in_both_agents(pod_with, judge, added):
+    pod = pod_with(
+        {"mode": "both", "env-inject": "app", "env-restart": "true", "path": "/config/app.env",
+         "template": "A=1"},
+        containers=[{"name": "app", "image": "a", "command": ["server"]}],
+    )  # fmt: skip
+
+    decision = judge(pod)
+
+    assert "--meta" in added(decision, "dynamic-config-agent")["args"]
+    assert "--meta" in added(decision, "dynamic-config-init")["args"]
+
+
+def test_env_restart_needs_no_program_outside_the_shell(pod_with, judge, ops_of):
+    """Found on the node: busybox-static (and many slim images) have no ``cksum``."""
+    pod = pod_with(
+        {"mode": "both", "env-inject": "app", "env-restart": "true", "path": "/config/app.env",
+         "template": "A=1"},
+        containers=[{"name": "app", "image": "a", "command": ["server"]}],
+    )  # fmt: skip
+    ops = ops_of(judge(pod))
+    script = next(op for op in ops if op["op"] == "replace")["value"][2]
+    probe = next(op for op in ops if op["path"] == "/spec/containers/0/livenessProbe")["value"]
+
+    for text in (script, probe["exec"]["command"][2]):
+        words = {w for part in text.split(";") for w in part.split()[:1]}
+        assert words <= {"{", "f=${f#*sha256:}", 'f="sha256:${f%%\\"*}"', "set", ".", "export",
+                         "echo", "exec", "read", "test", "}"}, words  # fmt: skip
 
 
 def test_inject_containers_mounts_only_the_subset(pod_with, judge, ops_of):

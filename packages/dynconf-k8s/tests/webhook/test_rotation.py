@@ -357,3 +357,40 @@ def _free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
+
+
+def test_a_kept_secret_gets_its_ca_into_a_fresh_configuration_without_rotating(
+    kube_client: Any, cluster: Any, rotation_identity: Any
+) -> None:
+    """A reinstall: helm kept the Secret (a valid pair), the configuration is new, no caBundle."""
+    from kubernetes import client
+
+    namespace, mwc, access = rotation_identity
+    admission = client.AdmissionregistrationV1Api(kube_client)
+    admission.create_mutating_webhook_configuration({
+        "metadata": {"name": mwc},
+        "webhooks": [{"name": "inject.dynamic-config.rs", "admissionReviewVersions": ["v1"],
+                      "sideEffects": "None", "failurePolicy": "Fail",
+                      "clientConfig": {"url": "https://127.0.0.1:1/mutate"},
+                      "namespaceSelector": {"matchLabels": {"dynconf-test": "none"}}}],
+    })  # fmt: skip
+    cluster.on_teardown(lambda: admission.delete_mutating_webhook_configuration(mwc))
+    pair = mint("dynamic-config-webhook", namespace, DAY)
+    client.CoreV1Api(kube_client).create_namespaced_secret(namespace, {
+        "metadata": {"name": "webhook-tls", "annotations": {
+            NOT_AFTER: (dt.datetime.now(dt.UTC) + dt.timedelta(days=1)).strftime(
+                "%Y-%m-%dT%H:%M:%SZ")}},
+        "type": "kubernetes.io/tls",
+        "data": {k: base64.b64encode(v).decode() for k, v in
+                 (("tls.crt", pair.cert), ("tls.key", pair.key), ("ca.crt", pair.ca))},
+    })  # fmt: skip
+    settings = RotationSettings(
+        namespace=namespace, service="dynamic-config-webhook", secret="webhook-tls", mwc=mwc,
+        identity="webhook-a",
+    )  # fmt: skip
+    rotation = SelfRotation(settings, access, WebhookMetrics())
+
+    rotated = rotation.round()
+
+    assert not rotated and rotation.rotations == 0
+    assert _bundle_cas(admission, mwc) == [[x509.load_pem_x509_certificate(pair.ca)]]

@@ -15,6 +15,7 @@ refuses a *differing* annotation; it never applies to a knob the installation di
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
@@ -222,12 +223,30 @@ def _per_store(
     return out
 
 
+_SERVICE_LINK: Final = re.compile(
+    r"[A-Z0-9_]+(_SERVICE_HOST=[0-9a-fA-F.:]+|_SERVICE_PORT(_[A-Z0-9_]+)?=[0-9]+"
+    r"|_PORT(_[0-9]+_(TCP|UDP|SCTP))?=(tcp|udp|sctp)://\S+"
+    r"|_PORT_[0-9]+_(TCP|UDP|SCTP)_(PROTO=(tcp|udp|sctp)|PORT=[0-9]+|ADDR=[0-9a-fA-F.:]+))"
+)
+"""What the kubelet sets in every container for each Service of its namespace (unless the pod
+says ``enableServiceLinks: false``): a Service named ``dynamic-config-webhook`` gives
+``DYNAMIC_CONFIG_WEBHOOK_SERVICE_HOST=10.0.0.7``, ``DYNAMIC_CONFIG_WEBHOOK_PORT=tcp://…`` and
+so on, which are the platform's, not a typo of ours. Matched with their value's shape, so a
+misspelt setting ending in ``_PORT`` is still refused."""
+
+
+def _service_link(name: str, value: str) -> bool:
+    return _SERVICE_LINK.fullmatch(f"{name}={value}") is not None
+
+
 def _unknown_variables(env: Mapping[str, str]) -> list[str]:
     problems = []
     for name in sorted(env):
         if not name.startswith(("DYNAMIC_CONFIG_AGENT_", "DYNAMIC_CONFIG_WEBHOOK_")):
             continue
         if name in KNOWN_VARIABLES or name in _AGENT_RUNTIME:
+            continue
+        if _service_link(name, env[name]):
             continue
         problems.append(
             f"{name} is not an installation setting; the ones there are: "

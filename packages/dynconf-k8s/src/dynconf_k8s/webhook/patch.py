@@ -13,6 +13,7 @@ import shlex
 from collections.abc import Mapping
 from typing import Any, Final
 
+from dynconf.publish import meta_path
 from dynconf_k8s.contract.parse import AGENT, INIT, INJECTED
 from dynconf_k8s.contract.plan import Also, Plan, Render
 
@@ -201,8 +202,10 @@ def _args(plan: Plan, render: Render, watch: bool) -> list[str]:
     for also in plan.also:
         args += ["--also", also_arg(also)]
     if not watch:
+        if plan.env_restart:  # the app's first start reads the init render's fingerprint
+            args.append("--meta")
         return args
-    if plan.meta:
+    if plan.meta or plan.env_restart:  # env-restart's wrapper and probe read the meta file
         args.append("--meta")
     if plan.dynamic and not plan.revoke_on_shutdown:
         args.append("--no-revoke-on-shutdown")
@@ -367,16 +370,42 @@ def _resources(plan: Plan, render: Render) -> Json:
     return {"limits": limits, "requests": requests}
 
 
+def started_path(path: str) -> str:
+    """Where the ``env-restart`` wrapper notes the fingerprint its app started with."""
+    meta = meta_path(path)
+    return str(meta.with_name(meta.name.removesuffix(".meta") + ".env-started"))
+
+
+def _read_fingerprint(meta: str) -> str:
+    """Shell that sets ``f`` to ``sha256:<hex>`` from the agent's meta file, builtins only.
+
+    The meta file is the agent's 2-space JSON whose second line is ``"fingerprint": "sha256:…"``
+    (``--meta``, which ``env-restart`` turns on): ``read`` and parameter expansion take it apart,
+    so the app image needs nothing but a POSIX ``sh`` (no ``cksum``, ``cat`` or ``sed``).
+    """
+    return f'{{ read -r f && read -r f; }} < {meta}; f=${{f#*sha256:}}; f="sha256:${{f%%\\"*}}"; '
+
+
 def _env_inject(pod: Mapping[str, Any], plan: Plan) -> list[Json]:
     if plan.env_inject is None:
         return []
     index = plan.env_inject
     container = pod["spec"]["containers"][index]
-    # The path is pasted into a shell script: quoted, so no character in it is syntax.
+    # Paths are pasted into a shell script: quoted, so no character in them is syntax.
     path = shlex.quote(plan.default.path)
-    script = f"set -a; . {path}; set +a; "
+    meta = shlex.quote(str(meta_path(plan.default.path)))
+    started = shlex.quote(started_path(plan.default.path))
+    script = ""
     if plan.env_restart:
-        script += f'export DYNAMIC_CONFIG_ENV_FINGERPRINT="$(cksum < {path})"; '
+        # The fingerprint is read BEFORE the file: the agent writes the file, then the meta, so
+        # a race can only pair an older fingerprint with a newer file (one restart too many),
+        # never a newer fingerprint with an older file (a restart missed). The probe runs in
+        # the container's original environment, not the wrapper's, so the fingerprint the app
+        # started with is also noted in a file on the shared volume for the probe to compare.
+        script += _read_fingerprint(meta)
+    script += f"set -a; . {path}; set +a; "
+    if plan.env_restart:
+        script += f'export DYNAMIC_CONFIG_ENV_FINGERPRINT="$f"; echo "$f" > {started}; '
     script += 'exec "$@"'
     command = ["/bin/sh", "-c", script, "dynamic-config-env",
                *container.get("command", []), *container.get("args", [])]  # fmt: skip
@@ -385,12 +414,12 @@ def _env_inject(pod: Mapping[str, Any], plan: Plan) -> list[Json]:
     if "args" in container:
         ops.append({"op": "remove", "path": f"{base}/args"})
     if plan.env_restart:
+        check = _read_fingerprint(meta) + f'read -r s < {started}; test "$f" = "$s"'
         probe = {
-            "exec": {"command": ["/bin/sh", "-c",
-                                 f'test "$(cksum < {path})" = "$DYNAMIC_CONFIG_ENV_FINGERPRINT"']},
+            "exec": {"command": ["/bin/sh", "-c", check]},
             "failureThreshold": 1,
             "periodSeconds": min(max(plan.default.watch_seconds, 10), 120),
-        }  # fmt: skip
+        }
         ops.append(_add(f"{base}/livenessProbe", probe))
     return ops
 

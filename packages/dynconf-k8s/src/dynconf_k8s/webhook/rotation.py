@@ -296,6 +296,7 @@ class SelfRotation:
             annotations = (secret.metadata.annotations or {}) if secret else {}
             now = dt.datetime.now(dt.UTC)
             if not (self._forced or self.due(_parse_rfc3339(annotations.get(NOT_AFTER)), now)):
+                self._trust_current(api_client, secret)
                 return False
             self._forced = False
             previous = None
@@ -322,6 +323,33 @@ class SelfRotation:
         self.leading = False
         log.warning("rotation abandoned: the lease was lost", extra={"step": step})
         return False
+
+    def _trust_current(self, api_client: Any, secret: Any) -> None:
+        """Keep the caBundle trusting the Secret's CA when no rotation is due.
+
+        Found on the node: a reinstall renders the webhook configuration afresh (no caBundle)
+        while helm keeps the Secret (``resource-policy: keep``) with a pair valid for a day, so
+        the replicas served it and the apiserver refused them all until the next rotation. The
+        CA is put in front of whatever the bundle holds; nothing trusted is dropped.
+        """
+        from kubernetes import client
+
+        data = (secret.data or {}) if secret is not None else {}
+        current = first_certificate(base64.b64decode(data.get("ca.crt") or ""))
+        if current is None:
+            return
+        admission = client.AdmissionregistrationV1Api(api_client)
+        mwc = admission.read_mutating_webhook_configuration(self.settings.mwc)
+        ops = []
+        for i, webhook in enumerate(mwc.webhooks or []):
+            held = base64.b64decode(webhook.client_config.ca_bundle or "")
+            if current.strip() not in held:
+                value = base64.b64encode(current + held).decode()
+                ops.append({"op": "add", "path": f"/webhooks/{i}/clientConfig/caBundle",
+                            "value": value})  # fmt: skip
+        if ops:
+            admission.patch_mutating_webhook_configuration(self.settings.mwc, ops)
+            log.info("caBundle repaired", extra={"webhooks": len(ops)})
 
     def _rotate(self, api_client: Any, previous_ca: bytes | None) -> bool:
         from kubernetes import client
