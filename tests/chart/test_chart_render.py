@@ -792,3 +792,29 @@ def test_notes_warn_when_installed_into_default(helm_bin: Path, tmp_path: Path) 
 
     assert 'WARNING: this release lives in the "default" namespace' in in_default
     assert "WARNING" not in dedicated
+
+
+def _webhook_memory(docs: list[Manifest]) -> tuple[str, str]:
+    webhook = _container(one(docs, "Deployment", "dynamic-config-webhook"), "webhook")
+    return webhook["resources"]["requests"]["memory"], webhook["resources"]["limits"]["memory"]
+
+
+def test_webhook_keeps_the_contracts_memory_defaults(helm_bin: Path, tmp_path: Path) -> None:
+    assert _webhook_memory(_render(helm_bin, tmp_path)) == ("32Mi", "64Mi")
+
+
+@pytest.mark.parametrize(
+    "mode", ["webhook.selfRotate.enabled=true", "webhook.classes.enabled=true"]
+)
+def test_webhook_with_a_kubernetes_client_gets_room_for_it(
+    helm_bin: Path, tmp_path: Path, mode: str
+) -> None:
+    # measured on the node: about 100Mi with the client; 64Mi was OOMKilled at start
+    assert _webhook_memory(_render(helm_bin, tmp_path, mode)) == ("64Mi", "192Mi")
+
+
+def test_webhook_memory_of_the_users_own_is_used_as_given(helm_bin: Path, tmp_path: Path) -> None:
+    docs = _render(helm_bin, tmp_path, "webhook.selfRotate.enabled=true",
+                   "webhook.resources.limits.memory=100Mi")  # fmt: skip
+
+    assert _webhook_memory(docs) == ("32Mi", "100Mi")
