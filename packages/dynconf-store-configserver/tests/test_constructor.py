@@ -6,6 +6,7 @@ from typing import Any
 
 from dynconf import DynamicConfig
 from dynconf_store_configserver import ConfigServer
+from tests.fixtures.eventually import eventually
 
 from .conftest import TOKEN
 
@@ -19,8 +20,9 @@ def test_config_server_constructor_loads_and_the_watch_sees_a_change(
     watch = config.watch_remote(interval=0.5)
     try:
         config_dir.write("billing.prod.toml", '[billing.db]\nhost = "db.pushed"\n')
-        assert config.changed(timeout=15) is not None
-        assert config.current()["db"]["host"] == "db.pushed"
+        assert eventually(lambda: config.current()["db"]["host"] == "db.pushed", timeout=15), (
+            config.current()["db"]["host"]
+        )
     finally:
         watch.stop()
         watch.join(15)

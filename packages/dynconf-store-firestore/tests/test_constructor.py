@@ -6,6 +6,7 @@ from typing import Any
 
 from dynconf import DynamicConfig
 from dynconf_store_firestore import Firestore
+from tests.fixtures.eventually import eventually
 
 
 def test_firestore_constructor_loads_and_the_watch_sees_a_change(
@@ -20,8 +21,7 @@ def test_firestore_constructor_loads_and_the_watch_sees_a_change(
     watch = config.watch_remote(interval=0.5)
     try:
         firestore_server.client.document(doc_path).set({"app": {"v": 2}})
-        assert config.changed(timeout=15) is not None
-        assert config.current()["v"] == 2
+        assert eventually(lambda: config.current()["v"] == 2, timeout=15), config.current()["v"]
     finally:
         watch.stop()
         watch.join(15)

@@ -9,6 +9,7 @@ import pytest
 
 from dynconf import DynamicConfig
 from dynconf_store_git import Git
+from tests.fixtures.eventually import eventually
 
 pytestmark = pytest.mark.git
 
@@ -21,8 +22,7 @@ def test_git_constructor_loads_and_the_watch_sees_a_push(repo: Any, tmp_path: Pa
     watch = config.watch_remote(interval=0.5)
     try:
         repo.commit({"app.json": '{"app": {"v": 2}}'})
-        assert config.changed(timeout=20) is not None
-        assert config.current()["v"] == 2
+        assert eventually(lambda: config.current()["v"] == 2, timeout=20), config.current()["v"]
     finally:
         watch.stop()
         watch.join(15)

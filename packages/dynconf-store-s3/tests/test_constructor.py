@@ -8,6 +8,7 @@ import pytest
 
 from dynconf import DynamicConfig
 from dynconf_store_s3 import S3
+from tests.fixtures.eventually import eventually
 
 pytestmark = pytest.mark.s3
 
@@ -21,8 +22,7 @@ def test_s3_constructor_loads_and_the_watch_sees_a_change(aws_env: Any, bucket: 
     watch = config.watch_remote(interval=0.1)
     try:
         aws_env.client.put_object(Bucket=bucket, Key="ctor.json", Body=b'{"app": {"v": 2}}')
-        assert config.changed(timeout=10) is not None
-        assert config.current()["v"] == 2
+        assert eventually(lambda: config.current()["v"] == 2, timeout=10), config.current()["v"]
     finally:
         watch.stop()
         watch.join(5)
