@@ -19,7 +19,14 @@ does not show — a YAML mapping after ``docs-test``:
       assert pool.sizes == [6543]
     -->
 
-or ``<!-- docs-test not run: <reason> -->`` for a block that needs a real cluster or store;
+A block that talks to a store names the test servers it needs (``servers: [consul]``: the
+session fixture ``<name>_server`` starts it) and ``replace``s the page's canonical addresses
+with theirs (``replace: {"http://127.0.0.1:8500": consul.url}``: the text is swapped for that
+fixture attribute in the prelude, the block and the check before they run, so the page keeps
+the address a reader would write; a value that names no server is the literal text, e.g. a
+file of ``files`` standing in for a mounted token).
+
+Or ``<!-- docs-test not run: <reason> -->`` for a block that needs a real cluster;
 such a block is still compiled, so it is at least valid Python. Keep those rare and say why.
 A block with no comment runs on its own. The mapping may also say ``pytest: true``: the block
 is then a test module, written to ``test_block.py`` and run by pytest (with the dynconf
@@ -38,6 +45,7 @@ dozen lines of its own.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import subprocess
@@ -68,6 +76,8 @@ class Block:
     not_run: str | None = None
     pytest: bool = False
     language: str = "python"
+    servers: tuple[str, ...] = ()
+    replace: dict[str, str] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -87,11 +97,13 @@ def _fixture(page: Path, line: int, before: str) -> dict[str, Any]:
     if skipped is not None:
         return {"not_run": skipped.group(1)}
     loaded = yaml.safe_load(body) or {}
-    unknown = set(loaded) - {"files", "prelude", "after", "pytest"}
+    unknown = set(loaded) - {"files", "prelude", "after", "pytest", "servers", "replace"}
     assert isinstance(loaded, dict) and not unknown, (
-        f"{page.relative_to(REPO)}:{line}: a docs-test comment holds files, prelude, after "
-        f"and pytest only (not {sorted(unknown)})"
+        f"{page.relative_to(REPO)}:{line}: a docs-test comment holds files, prelude, after, "
+        f"pytest, servers and replace only (not {sorted(unknown)})"
     )
+    if "servers" in loaded:
+        loaded["servers"] = tuple(loaded["servers"])
     return loaded
 
 
@@ -164,12 +176,28 @@ def _run_console(block: Block, cwd: Path) -> None:
     )
 
 
+def _with_servers(block: Block, request: pytest.FixtureRequest) -> Block:
+    """``block`` with its servers started and its addresses swapped for theirs."""
+    if not block.servers:
+        return block
+    servers = {name: request.getfixturevalue(f"{name}_server") for name in block.servers}
+    parts = {"prelude": block.prelude, "code": block.code, "after": block.after}
+    for text, where in block.replace.items():
+        server, dot, attribute = where.partition(".")
+        value = str(getattr(servers[server], attribute)) if dot and server in servers else where
+        parts = {name: part.replace(text, value) for name, part in parts.items()}
+    return dataclasses.replace(block, **parts)
+
+
 @pytest.mark.parametrize("block", BLOCKS, ids=[block.name for block in BLOCKS])
-def test_docs_python_block_runs(block: Block, tmp_path: Path) -> None:
+def test_docs_python_block_runs(
+    block: Block, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     if block.language == "python":
         compile(block.code, block.name, "exec")
     if block.not_run is not None:
         pytest.skip(f"not run: {block.not_run}")
+    block = _with_servers(block, request)
     for name, content in block.files.items():
         target = tmp_path / name
         target.parent.mkdir(parents=True, exist_ok=True)
