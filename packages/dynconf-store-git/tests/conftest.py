@@ -366,6 +366,10 @@ class TlsFront:
         except OSError:
             conn.close()
             return
+        # the 5 s bounds the connect only: a keep-alive connection idles longer than that
+        # between a poller's requests, and a timed-out pump would half-close the client's
+        # side while its next request still reached the upstream (its answer then lost)
+        up.settimeout(None)
 
         def pump(src: socket.socket, dst: socket.socket) -> None:
             try:

@@ -31,11 +31,11 @@ from dataclasses import dataclass
 from typing import Literal
 
 import anyio
-import anyio.from_thread
 import anyio.lowlevel
 import anyio.to_thread
 from anyio.abc import TaskGroup
 
+from dynconf.concurrency import call_soon_in_loop
 from dynconf.errors import DynconfError
 from dynconf.stores import (
     Absent,
@@ -163,30 +163,20 @@ class StoreDriver:
         done = anyio.Event()
         outcome: list[BaseException] = []
 
-        def hand_over(answer: Answer) -> None:
-            anyio.from_thread.run_sync(
-                deliver, Delivery(answer, "delivery", time.monotonic()), token=token
-            )
-
         def run() -> None:
+            # every call into the loop is scheduled, never waited on: the loop may stop
+            # at any moment, and a thread blocked on it would outlive the follower
             try:
                 for answer in source.changes(interval, stop.is_set):
                     if stop.is_set():
                         break
-                    hand_over(answer)
-            except RuntimeError:
-                return  # the loop is gone (shutdown): nothing to hand over to
+                    delivery = Delivery(answer, "delivery", time.monotonic())
+                    if not call_soon_in_loop(token, deliver, delivery):
+                        return  # the loop is gone (shutdown): nothing to hand over to
             except BaseException as error:
                 outcome.append(error)
-            if stop.is_set():
-                # The follower stopped waiting (it was cancelled or the loop is shutting
-                # down): a call into the loop now might never be run, and would hold this
-                # thread for the life of the process.
-                return
-            try:
-                anyio.from_thread.run_sync(done.set, token=token)
-            except RuntimeError:
-                return
+            if not stop.is_set():
+                call_soon_in_loop(token, done.set)
 
         # a daemon thread, so a store client stuck in a long poll never holds up exit
         thread = threading.Thread(target=run, name="dynconf-watch", daemon=True)
@@ -361,12 +351,8 @@ class Follower:
         if threading.get_ident() == self._loop_thread:
             event.set()
             return
-        if self._token is None:
-            return
-        try:
-            anyio.from_thread.run_sync(event.set, token=self._token)
-        except RuntimeError:
-            return  # the loop is gone (shutdown): nobody waits any more
+        if self._token is not None:
+            call_soon_in_loop(self._token, event.set)  # False: the loop is gone, nobody waits
 
     # ------------------------------------------------------------------ watch
     async def _watch_forever(self) -> None:

@@ -8,14 +8,18 @@ declared a poll store (the catch-up after the first observation must find it).
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import anyio
+import anyio.to_thread
 import pytest
 
 from dynconf.file_store import FileSource
 from dynconf.follow import Follower, Slot, StoreDriver
+from dynconf.sources import report_watching
 from dynconf.stores import Absent, Fetched, WatchCapability
 
 
@@ -91,3 +95,66 @@ def test_reason_of_any_other_error_is_only_its_kind() -> None:
     from dynconf.follow import reason_of
 
     assert reason_of(ValueError("password=hunter2")) == "ValueError"
+
+
+class ReportsAfterTheLoopStopped:
+    """The real file source; its watch thread reports and yields only after the loop ended.
+
+    A store's watch thread runs on its own clock: a long poll can answer just as the
+    follower's loop shuts down. Whatever it then hands to the loop must not hold it.
+    """
+
+    def __init__(self, inner: FileSource, capability: WatchCapability) -> None:
+        self.inner = inner
+        self.capability = capability
+        self.release = threading.Event()
+        self.waiting = threading.Event()
+        self.on_watching: Callable[[], None] | None = None
+        self.on_failure: Callable[[BaseException], None] | None = None
+
+    def fetch(self) -> Fetched | Absent:
+        return self.inner.fetch()
+
+    def describe(self) -> str:
+        return self.inner.describe()
+
+    def changes(self, interval: float, stop: Callable[[], bool]) -> Iterator[Fetched | Absent]:
+        self.waiting.set()
+        self.release.wait(10)
+        report_watching(self)
+        yield self.inner.fetch()
+        yield self.inner.fetch()
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+@pytest.mark.parametrize("capability", [WatchCapability.PUSH, WatchCapability.INTERVAL])
+def test_a_watch_thread_that_answers_after_the_loop_stopped_ends(
+    tmp_path: Path, capability: WatchCapability
+) -> None:
+    doc = tmp_path / "app.json"
+    doc.write_text('{"v": 1}')
+    source = ReportsAfterTheLoopStopped(FileSource(doc, "json"), capability)
+    driver = StoreDriver(source)
+
+    async def scenario() -> None:
+        follower = Follower(driver, 0.2, Slot())
+        follower.seen(await driver.fetch())
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(follower.run)
+            await anyio.to_thread.run_sync(source.waiting.wait, 10)
+            tg.cancel_scope.cancel()
+
+    # stopped, not yet closed: what a loop is while its owner winds down (asyncio.run's
+    # shutdown, a framework's lifespan); a call queued on it now is never run
+    loop = asyncio.new_event_loop()
+    try:
+        loop.run_until_complete(scenario())
+        source.release.set()
+        watch_threads = [t for t in threading.enumerate() if t.name == "dynconf-watch"]
+        for thread in watch_threads:
+            thread.join(5)
+        assert not [t for t in watch_threads if t.is_alive()]
+    finally:
+        loop.close()
