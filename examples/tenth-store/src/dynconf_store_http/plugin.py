@@ -27,6 +27,9 @@ if TYPE_CHECKING:
 
 __all__ = ["AUTH_METHODS", "HTTP_STORE", "HttpStoreType", "dynconf_stores"]
 
+DYNCONF_PLUGIN_API: Final = ">=1.0,<2"
+"""The plugin API range this module was written for: a literal, read before any hook runs."""
+
 AUTH_METHODS: Final[Mapping[str, AuthMethod]] = {
     "none": AuthMethod("none", (), "no credential"),
     "token": AuthMethod(

@@ -8,9 +8,12 @@ the module that owns the concept exports; nothing is defined here.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from dynconf.plugins import FormatType, hookimpl
+
+DYNCONF_PLUGIN_API: Final = ">=1.0,<2"
+"""The plugin API range this module was written for: a literal, read before any hook runs."""
 
 if TYPE_CHECKING:
     from dynconf.stores import StoreType

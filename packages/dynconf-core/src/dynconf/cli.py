@@ -91,8 +91,12 @@ def _build_parser() -> argparse.ArgumentParser:
     plugin_commands.add_parser("list", help="every plugin and what it contributes")
     lock = plugin_commands.add_parser("lock", help="write a lock pinning the installed plugins")
     lock.add_argument("--output", type=Path, help="lock file path (default: stdout)")
-    check = plugin_commands.add_parser("check", help="load exactly what a lock pins")
-    check.add_argument("lock", type=Path, help="the lock file")
+    check = plugin_commands.add_parser(
+        "check",
+        help="load exactly what a lock pins (without one: every installed plugin); exit 1 "
+        "naming each plugin that cannot load and the fix",
+    )
+    check.add_argument("lock", type=Path, nargs="?", help="the lock file")
     _add_live_commands(commands)
     return parser
 
@@ -138,9 +142,9 @@ def _cmd_resolve(args: argparse.Namespace) -> int:
 
 
 def _cmd_plugins(args: argparse.Namespace) -> int:
-    from dynconf.plugins import PluginLock, discover, load_locked, lock_from
+    from dynconf.plugins import PLUGIN_API_VERSION, PluginLock, discover, load_locked, lock_from
 
-    if args.plugins_command == "check":
+    if args.plugins_command == "check" and args.lock is not None:
         registry = load_locked(PluginLock.read(args.lock), origin=str(args.lock))
         sys.stdout.write(
             f"{len(registry.plugins)} plugins load as pinned: "
@@ -148,6 +152,18 @@ def _cmd_plugins(args: argparse.Namespace) -> int:
         )
         return 0
     registry = discover()
+    for refusal in registry.refused:
+        sys.stderr.write(f"dynconf: {refusal.reason}\n")
+    if args.plugins_command == "check":
+        sys.stdout.write(
+            f"{len(registry.plugins)} plugins load: {', '.join(e.name for e in registry.plugins)}"
+            f" (plugin API {PLUGIN_API_VERSION})\n"
+        )
+        return 1 if registry.refused else 0
+    if registry.refused and args.plugins_command == "lock":
+        # a lock written without a refused plugin would pin an image that lacks it
+        sys.stderr.write("dynconf: no lock written; fix the plugins above first\n")
+        return 1
     if args.plugins_command == "lock":
         text = lock_from(registry).to_json()
         if args.output:

@@ -13,13 +13,25 @@ Discovery has two modes:
   (distribution, version, entry point) triples to load. A process started with a lock loads
   those and nothing else, refuses to start when one is missing or at another version, and
   never enumerates installed metadata: each pinned distribution is looked up by name.
+
+The plugin API is versioned apart from the distribution: this core provides
+:data:`PLUGIN_API_VERSION` and each plugin module declares, as the literal
+``DYNCONF_PLUGIN_API = ">=1.0,<2"``, the range it was written for. The declaration sits on the
+module the entry point names (not on a ``StoreType``) because one module may contribute
+formats and filters as well as stores, and because it is read right after import, before any
+hook runs: a plugin for another core is refused there with one sentence naming both versions
+and which package to upgrade, instead of failing later inside a hook. A plugin that does not
+import, does not declare, or whose hooks raise or answer nonsense is refused alone; the
+others load (:attr:`Registry.refused`).
 """
 
 from __future__ import annotations
 
 import importlib
 import json
+import logging
 import os
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,8 +49,12 @@ if TYPE_CHECKING:
 __all__ = [
     "ENTRY_POINT_GROUP",
     "LOCK_ENV",
+    "PLUGIN_API_ATTRIBUTE",
+    "PLUGIN_API_VERSION",
+    "ApiRange",
     "FormatType",
     "LockEntry",
+    "PluginRefusal",
     "PluginLock",
     "Registry",
     "default_registry",
@@ -54,8 +70,86 @@ ENTRY_POINT_GROUP: Final = "dynconf"
 LOCK_ENV: Final = "DYNCONF_PLUGIN_LOCK"
 """When set, the default registry is built from this lock file instead of discovery."""
 
+PLUGIN_API_VERSION: Final = "1.0"
+"""The plugin API this core provides: the hookspecs below, FormatType, StoreType and the store
+protocols of :mod:`dynconf.stores`. The minor grows when something is added that old plugins
+need not know; the major when a plugin written for the previous one could break."""
+PLUGIN_API_ATTRIBUTE: Final = "DYNCONF_PLUGIN_API"
+"""The plugin module's declaration of the range it was written for, e.g. ``">=1.0,<2"``."""
+
 hookspec = pluggy.HookspecMarker(PROJECT)
 hookimpl = pluggy.HookimplMarker(PROJECT)
+log = logging.getLogger("dynconf.plugins")
+
+_CLAUSE: Final = re.compile(r"\s*(>=|<=|==|>|<)\s*(\d+(?:\.\d+)*)\s*")
+
+
+def _release(text: str) -> tuple[int, ...]:
+    parts = [int(part) for part in text.split(".")]
+    while len(parts) > 1 and parts[-1] == 0:
+        parts.pop()
+    return tuple(parts)
+
+
+@dataclass(frozen=True)
+class ApiRange:
+    """A plugin's declared plugin-API range: comma-separated ``>=``/``>``/``<=``/``<``/``==``
+    clauses over dotted numbers (``">=1.0,<2"``)."""
+
+    text: str
+    clauses: tuple[tuple[str, tuple[int, ...]], ...]
+
+    @classmethod
+    def parse(cls, text: object) -> ApiRange | None:
+        """The range, or ``None`` when ``text`` is not one."""
+        if not isinstance(text, str) or not text.strip():
+            return None
+        clauses = []
+        for part in text.split(","):
+            match = _CLAUSE.fullmatch(part)
+            if match is None:
+                return None
+            clauses.append((match[1], _release(match[2])))
+        return cls(text.replace(" ", ""), tuple(clauses))
+
+    def allows(self, version: str) -> bool:
+        have = _release(version)
+        tests: dict[str, Callable[[tuple[int, ...], tuple[int, ...]], bool]] = {
+            ">=": lambda a, b: a >= b,
+            ">": lambda a, b: a > b,
+            "<=": lambda a, b: a <= b,
+            "<": lambda a, b: a < b,
+            "==": lambda a, b: a == b,
+        }
+        return all(tests[op](have, bound) for op, bound in self.clauses)
+
+    def wants_newer(self, version: str) -> bool:
+        """Whether the range lies above ``version`` (so the core, not the plugin, is old)."""
+        have = _release(version)
+        return any(
+            (op in (">=", "==") and have < bound) or (op == ">" and have <= bound)
+            for op, bound in self.clauses
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PluginRefusal:
+    """A plugin that did not load, and why: one sentence that names the fix."""
+
+    name: str
+    distribution: str
+    version: str
+    reason: str
+
+
+def _next_major() -> int:
+    return int(PLUGIN_API_VERSION.split(".")[0]) + 1
+
+
+def _core_version() -> str:
+    from dynconf import __version__
+
+    return __version__
 
 
 @dataclass(frozen=True)
@@ -108,6 +202,58 @@ class LockEntry:
     version: str
     name: str
     value: str
+
+
+def _label(entry: LockEntry) -> str:
+    if entry.distribution:
+        return f"the plugin `{entry.name}` ({entry.distribution} {entry.version})"
+    return f"the plugin `{entry.name}`"
+
+
+def _refuse(entry: LockEntry, reason: str) -> PluginRefusal:
+    return PluginRefusal(entry.name, entry.distribution, entry.version, reason)
+
+
+def api_refusal(module: ModuleType, entry: LockEntry) -> PluginRefusal | None:
+    """Why ``module`` cannot load against this core's plugin API, or ``None`` when it can."""
+    declared = getattr(module, PLUGIN_API_ATTRIBUTE, None)
+    core = f"dynconf-core {_core_version()} provides plugin API {PLUGIN_API_VERSION}"
+    owner = entry.distribution or "the plugin"
+    if declared is None:
+        return _refuse(
+            entry,
+            f"{_label(entry)} declares no plugin API range and {core}; declare the range "
+            f"it was written for in {module.__name__} "
+            f'({PLUGIN_API_ATTRIBUTE} = ">={PLUGIN_API_VERSION},<{_next_major()}"), '
+            f"or upgrade {owner}",
+        )
+    wanted = ApiRange.parse(declared)
+    if wanted is None:
+        return _refuse(
+            entry,
+            f"{_label(entry)} declares a plugin API range that is not one ({PLUGIN_API_ATTRIBUTE}"
+            f' must read like ">=1.0,<2"); fix {module.__name__} or upgrade {owner}',
+        )
+    if wanted.allows(PLUGIN_API_VERSION):
+        return None
+    if wanted.wants_newer(PLUGIN_API_VERSION):
+        fix = f"upgrade dynconf-core to a release that provides plugin API {wanted.text}"
+    else:
+        fix = f"upgrade {owner} to a release written for plugin API {PLUGIN_API_VERSION}"
+    return _refuse(
+        entry, f"{_label(entry)} was written for plugin API {wanted.text} but {core}; {fix}"
+    )
+
+
+def _import_refusal(entry: LockEntry, error: BaseException) -> PluginRefusal:
+    # the exception's type only: its text is the plugin's own and could quote anything
+    owner = entry.distribution or "the plugin"
+    return _refuse(
+        entry,
+        f"{_label(entry)} does not import ({type(error).__name__}) with dynconf-core "
+        f"{_core_version()}; reinstall {owner}, or upgrade it to a release written for plugin "
+        f"API {PLUGIN_API_VERSION}",
+    )
 
 
 @dataclass(frozen=True)
@@ -183,6 +329,8 @@ class Registry:
     stores: dict[str, StoreType] = field(default_factory=dict)
     filters: dict[str, Callable[..., Any]] = field(default_factory=dict)
     plugins: list[LockEntry] = field(default_factory=list)
+    refused: list[PluginRefusal] = field(default_factory=list)
+    """Plugins that did not load (another plugin API, no import, a failing hook), and why."""
     manager: pluggy.PluginManager | None = None
 
     def format_named(self, name: str) -> FormatType:
@@ -222,22 +370,101 @@ class Registry:
         try:
             return self.stores[name]
         except KeyError:
+            for refusal in self.refused:
+                if refusal.name == name:  # by convention the entry point is named for the store
+                    raise MissingError(f"no store is named `{name}`: {refusal.reason}") from None
             known = ", ".join(sorted(self.stores)) or "none installed"
             raise MissingError(
                 f"no store is named `{name}`; installed stores: {known}",
             ) from None
 
+    def refuse(self, refusal: PluginRefusal) -> None:
+        """Record a plugin that does not load; the others go on loading."""
+        self.refused.append(refusal)
+        log.warning(
+            "plugin_refused",
+            extra={
+                "plugin": refusal.name,
+                "distribution": refusal.distribution,
+                "reason": refusal.reason,
+            },
+        )
+
     def _collect(self, manager: pluggy.PluginManager) -> None:
-        for formats in manager.hook.dynconf_formats():
+        """Take each plugin's contributions, refusing alone one whose hook raises or answers
+        something that is not what the hookspec promises."""
+        entries = {e.name: e for e in self.plugins}
+        answers: dict[str, list[tuple[str, Any]]] = {hook: [] for hook in _HOOKS}
+        failed: dict[str, PluginRefusal] = {}
+        for hook, check in _HOOKS.items():
+            # pluggy's own order (last registered first), so precedence is what it always was
+            for impl in reversed(getattr(manager.hook, hook).get_hookimpls()):
+                name = impl.plugin_name
+                if name in failed:
+                    continue
+                entry = entries.get(name) or LockEntry("", "", name, "")
+                try:
+                    answer = check(impl.function())
+                except Exception as error:
+                    failed[name] = _refuse(
+                        entry,
+                        f"{_label(entry)} answered {hook} with "
+                        f"{type(error).__name__}; upgrade {entry.distribution or 'the plugin'} "
+                        f"to a release written for plugin API {PLUGIN_API_VERSION}",
+                    )
+                    continue
+                answers[hook].append((name, answer))
+        for name, refusal in failed.items():
+            self.refuse(refusal)
+            self.plugins = [e for e in self.plugins if e.name != name]
+            plugin = manager.get_plugin(name)
+            if plugin is not None:
+                manager.unregister(plugin)
+        for name, formats in answers["dynconf_formats"]:
+            if name in failed:
+                continue
             for fmt in formats:
                 self.formats[fmt.name] = fmt
                 for ext in fmt.extensions:
                     self.extensions[ext.lower()] = fmt.name
-        for stores in manager.hook.dynconf_stores():
-            for store in stores:
-                self.stores[store.name] = store
-        for filters in manager.hook.dynconf_template_filters():
-            self.filters.update(filters)
+        for name, stores in answers["dynconf_stores"]:
+            if name not in failed:
+                for store in stores:
+                    self.stores[store.name] = store
+        for name, filters in answers["dynconf_template_filters"]:
+            if name not in failed:
+                self.filters.update(filters)
+
+
+def _formats_answer(answer: object) -> list[FormatType]:
+    formats: list[FormatType] = list(answer)  # type: ignore[call-overload]
+    if not all(isinstance(fmt, FormatType) for fmt in formats):
+        raise TypeError("not a FormatType")
+    return formats
+
+
+def _stores_answer(answer: object) -> list[StoreType]:
+    stores: list[StoreType] = list(answer)  # type: ignore[call-overload]
+    for store in stores:
+        if not isinstance(getattr(store, "name", None), str) or not callable(
+            getattr(store, "build", None)
+        ):
+            raise TypeError("not a StoreType")
+    return stores
+
+
+def _filters_answer(answer: object) -> dict[str, Callable[..., Any]]:
+    filters: dict[str, Callable[..., Any]] = dict(answer)  # type: ignore[call-overload]
+    if not all(isinstance(k, str) and callable(v) for k, v in filters.items()):
+        raise TypeError("not a mapping of names to functions")
+    return filters
+
+
+_HOOKS: Final[dict[str, Callable[[object], Any]]] = {
+    "dynconf_formats": _formats_answer,
+    "dynconf_stores": _stores_answer,
+    "dynconf_template_filters": _filters_answer,
+}
 
 
 def _manager() -> pluggy.PluginManager:
@@ -258,20 +485,27 @@ def discover() -> Registry:
     registry = Registry(manager=manager)
     seen_builtin = False
     for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
-        module = ep.load()
+        dist = ep.dist
+        entry = LockEntry(
+            distribution=dist.name if dist else "",
+            version=dist.version if dist else "",
+            name=ep.name,
+            value=ep.value,
+        )
+        try:
+            module = ep.load()
+        except Exception as error:  # a plugin's import is its own code: refuse it alone
+            registry.refuse(_import_refusal(entry, error))
+            continue
         if manager.is_registered(module):
+            continue
+        refusal = api_refusal(module, entry)
+        if refusal is not None:
+            registry.refuse(refusal)
             continue
         manager.register(module, name=ep.name)
         seen_builtin = seen_builtin or module.__name__ == "dynconf.builtin"
-        dist = ep.dist
-        registry.plugins.append(
-            LockEntry(
-                distribution=dist.name if dist else "",
-                version=dist.version if dist else "",
-                name=ep.name,
-                value=ep.value,
-            )
-        )
+        registry.plugins.append(entry)
     if not seen_builtin:
         # Running from a source tree without installed metadata: the built-ins still load.
         manager.register(_builtin_module(), name="builtin")
@@ -310,11 +544,21 @@ def load_locked(lock: PluginLock, *, origin: str = "the plugin lock") -> Registr
                 "import; reinstall the distribution"
             )
             continue
+        except Exception as error:
+            problems.append(_import_refusal(entry, error).reason)
+            continue
+        refusal = api_refusal(module, entry)
+        if refusal is not None:
+            problems.append(refusal.reason)
+            continue
         manager.register(module, name=entry.name)
         registry.plugins.append(entry)
+    if not problems:
+        registry._collect(manager)
+        problems.extend(refusal.reason for refusal in registry.refused)
     if problems:
+        # a lock is a promise: a process started with one loads all of it or refuses to start
         raise BackendError("; ".join(problems))
-    registry._collect(manager)
     return registry
 
 

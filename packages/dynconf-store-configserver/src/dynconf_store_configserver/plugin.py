@@ -27,6 +27,9 @@ if TYPE_CHECKING:
 
 __all__ = ["CONFIG_SERVER_STORE", "ConfigServerStoreType", "dynconf_stores"]
 
+DYNCONF_PLUGIN_API: Final = ">=1.0,<2"
+"""The plugin API range this module was written for: a literal, read before any hook runs."""
+
 SERVICE_ACCOUNT_TOKEN: Final = "/var/run/secrets/kubernetes.io/serviceaccount/token"  # noqa: S105
 """Where a pod's projected service-account token is mounted by default."""
 

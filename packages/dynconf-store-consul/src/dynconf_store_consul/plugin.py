@@ -31,6 +31,9 @@ if TYPE_CHECKING:
 
 __all__ = ["CONSUL_STORE", "ConsulStoreType", "dynconf_stores"]
 
+DYNCONF_PLUGIN_API: Final = ">=1.0,<2"
+"""The plugin API range this module was written for: a literal, read before any hook runs."""
+
 AUTH_METHODS: Final[Mapping[str, AuthMethod]] = {
     "anonymous": AuthMethod(
         "anonymous", (), "no token: ACLs off, or a default policy that allows reads"

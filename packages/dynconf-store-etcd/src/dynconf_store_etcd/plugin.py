@@ -29,6 +29,9 @@ if TYPE_CHECKING:
 
 __all__ = ["ETCD_STORE", "EtcdStoreType", "dynconf_stores"]
 
+DYNCONF_PLUGIN_API: Final = ">=1.0,<2"
+"""The plugin API range this module was written for: a literal, read before any hook runs."""
+
 
 class EtcdStoreType(StoreTypeBase):
     """etcd v3 through its gRPC gateway: one key, watched by the gateway's watch stream."""

@@ -20,6 +20,9 @@ if TYPE_CHECKING:
 
 __all__ = ["FIRESTORE_STORE", "FirestoreStoreType", "Target", "dynconf_stores", "parse_target"]
 
+DYNCONF_PLUGIN_API: Final = ">=1.0,<2"
+"""The plugin API range this module was written for: a literal, read before any hook runs."""
+
 AUTH_METHODS: Final[Mapping[str, AuthMethod]] = {
     "metadata-server": AuthMethod(
         "metadata-server",

@@ -38,6 +38,9 @@ if TYPE_CHECKING:
 
 __all__ = ["GIT_STORE", "GitStoreType", "dynconf_stores"]
 
+DYNCONF_PLUGIN_API: Final = ">=1.0,<2"
+"""The plugin API range this module was written for: a literal, read before any hook runs."""
+
 AUTH_METHODS: Final[Mapping[str, AuthMethod]] = {
     "anonymous": AuthMethod("anonymous", (), "a public repository; no credential is sent"),
     "token": AuthMethod(

@@ -36,6 +36,9 @@ __all__ = [
     "parse_key",
 ]
 
+DYNCONF_PLUGIN_API: Final = ">=1.0,<2"
+"""The plugin API range this module was written for: a literal, read before any hook runs."""
+
 CREDENTIAL_MODES: Final[Mapping[str, AuthMethod]] = {
     "creds": AuthMethod(
         "creds",

@@ -26,6 +26,9 @@ if TYPE_CHECKING:
 
 __all__ = ["REDIS_STORE", "RedisStoreType", "dynconf_stores"]
 
+DYNCONF_PLUGIN_API: Final = ">=1.0,<2"
+"""The plugin API range this module was written for: a literal, read before any hook runs."""
+
 
 class RedisStoreType(StoreTypeBase):
     """Redis: one string key, watched through keyspace notifications."""

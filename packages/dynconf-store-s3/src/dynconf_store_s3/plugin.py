@@ -29,6 +29,9 @@ if TYPE_CHECKING:
 
 __all__ = ["PLACEHOLDER_REGION", "S3_STORE", "S3StoreType", "dynconf_stores"]
 
+DYNCONF_PLUGIN_API: Final = ">=1.0,<2"
+"""The plugin API range this module was written for: a literal, read before any hook runs."""
+
 SETTINGS: Final = ("format", USE_PROXY)
 """The ``extra`` keys an s3 spec accepts (botocore never follows a ``Location``, so there is
 no ``follow_redirects``)."""

@@ -18,6 +18,9 @@ if TYPE_CHECKING:
 
 __all__ = ["AUTH_METHODS", "VAULT_STORE", "VaultStoreType", "dynconf_stores"]
 
+DYNCONF_PLUGIN_API: Final = ">=1.0,<2"
+"""The plugin API range this module was written for: a literal, read before any hook runs."""
+
 AUTH_METHODS: Final[Mapping[str, AuthMethod]] = {
     "token": AuthMethod("token", ("token",), "a Vault token from the token slot"),
     "kubernetes": AuthMethod(
