@@ -144,6 +144,9 @@ def _cmd_resolve(args: argparse.Namespace) -> int:
 def _cmd_plugins(args: argparse.Namespace) -> int:
     from dynconf.plugins import PLUGIN_API_VERSION, PluginLock, discover, load_locked, lock_from
 
+    # stdout is the answer (a lock, a listing) and this command reports each refusal itself
+    logging.getLogger("dynconf.plugins").setLevel(logging.ERROR)
+
     if args.plugins_command == "check" and args.lock is not None:
         registry = load_locked(PluginLock.read(args.lock), origin=str(args.lock))
         sys.stdout.write(

@@ -57,7 +57,9 @@ def test_what_is_not_a_range_parses_to_none(text: object) -> None:
 def test_the_core_provides_a_version_its_own_builtin_plugin_accepts() -> None:
     from dynconf import builtin
 
-    assert api_refusal(builtin, LockEntry("dynconf-core", dynconf.__version__, "builtin", "")) is None
+    assert (
+        api_refusal(builtin, LockEntry("dynconf-core", dynconf.__version__, "builtin", "")) is None
+    )
     assert PLUGIN_API_VERSION.count(".") == 1
 
 
