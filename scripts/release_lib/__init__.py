@@ -1,0 +1,269 @@
+"""``scripts/release PACKAGE VERSION``: release one distribution of the workspace on its own.
+
+A release is four steps, all checked before any is taken, so a refusal changes nothing:
+
+1. the version: ``version`` in the package's ``pyproject.toml`` (and a ``__version__`` literal in
+   its import package, when it has one) becomes VERSION, and ``uv.lock`` follows;
+2. the changelog: ``CHANGELOG.md`` must have a ``## [VERSION]`` section; when it has none, the
+   ``## [Unreleased]`` entries become it (dated today), and an empty Unreleased is a refusal;
+3. the artifacts: an sdist and a wheel of that package alone (``uv build --package``, offline:
+   the build backend comes from uv's cache) in ``dist/<package>-<version>/``;
+4. the commit ``Release <package> <version>`` (when steps 1 and 2 changed a file) and the annotated
+   tag ``<package>-v<version>``.
+
+``--dry-run`` prints the steps and takes none. Standard library only, like ``scripts/testenv``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+
+__all__ = [
+    "ReleaseError",
+    "changelog_with_entry",
+    "main",
+    "plan",
+    "set_version",
+]
+
+REPO: Final = Path(__file__).resolve().parents[2]
+VERSION_RE: Final = re.compile(r"\d+\.\d+\.\d+(?:(?:a|b|rc)\d+)?")
+PROJECT_VERSION: Final = re.compile(r'(?m)^(version\s*=\s*")([^"]+)(")')
+INIT_VERSION: Final = re.compile(r'(?m)^(__version__\s*=\s*")([^"]+)(")')
+UNRELEASED: Final = "## [Unreleased]"
+
+
+class ReleaseError(Exception):
+    """A refusal: one sentence saying what is wrong and what to do; nothing was changed."""
+
+
+@dataclass
+class Plan:
+    """What a release of one package at one version will do."""
+
+    package: str
+    version: str
+    root: Path
+    current: str
+    tag: str
+    dist: Path
+    edits: dict[Path, str] = field(default_factory=dict)
+    """Files to rewrite, with their new text."""
+    notes: list[str] = field(default_factory=list)
+    """One line per step, for ``--dry-run`` and the log."""
+
+
+def _key(version: str) -> tuple[int, ...]:
+    """An ordering of our versions: release numbers, then a pre-release below its release."""
+    match = re.fullmatch(r"(\d+)\.(\d+)\.(\d+)(?:(a|b|rc)(\d+))?", version)
+    if match is None:
+        return (0,)
+    major, minor, patch, phase, number = match.groups()
+    rank = {"a": 0, "b": 1, "rc": 2, None: 3}[phase]
+    return (int(major), int(minor), int(patch), rank, int(number or 0))
+
+
+def _git(repo: Path, *argv: str, check: bool = True) -> str:
+    result = subprocess.run(["git", *argv], check=False, cwd=repo, capture_output=True, text=True)
+    if check and result.returncode != 0:
+        raise ReleaseError(f"git {' '.join(argv)} failed: {result.stderr.strip()}")
+    return result.stdout
+
+
+def find_uv() -> str:
+    """``$UV``, else ``uv`` on PATH, else the one ``scripts/dev`` bootstraps."""
+    tools = os.environ.get("DYNCONF_TOOLS_DIR") or str(
+        Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "dynconf-tools"
+    )
+    for candidate in (os.environ.get("UV"), shutil.which("uv"), f"{tools}/bin/uv"):
+        if candidate and os.access(candidate, os.X_OK):
+            return candidate
+    raise ReleaseError("no uv found: run `scripts/dev` once (it bootstraps uv) or set UV")
+
+
+def packages(repo: Path) -> dict[str, Path]:
+    """Every distribution of the workspace, by its name in ``pyproject.toml``."""
+    found = {}
+    for pyproject in sorted((repo / "packages").glob("*/pyproject.toml")):
+        match = re.search(r'(?m)^name\s*=\s*"([^"]+)"', pyproject.read_text(encoding="utf-8"))
+        if match:
+            found[match[1]] = pyproject.parent
+    return found
+
+
+def current_version(root: Path) -> str:
+    match = PROJECT_VERSION.search((root / "pyproject.toml").read_text(encoding="utf-8"))
+    if match is None:
+        raise ReleaseError(f'{root / "pyproject.toml"} has no `version = "…"` line; add one')
+    return match[2]
+
+
+def set_version(root: Path, version: str) -> dict[Path, str]:
+    """The files of one package that carry its version, rewritten to ``version``."""
+    edits = {}
+    pyproject = root / "pyproject.toml"
+    edits[pyproject] = PROJECT_VERSION.sub(
+        rf"\g<1>{version}\g<3>", pyproject.read_text(encoding="utf-8"), count=1
+    )
+    for init in sorted(root.glob("src/*/__init__.py")):
+        text = init.read_text(encoding="utf-8")
+        if INIT_VERSION.search(text):
+            edits[init] = INIT_VERSION.sub(rf"\g<1>{version}\g<3>", text, count=1)
+    return edits
+
+
+def changelog_with_entry(text: str, version: str, date: str, *, where: str) -> str | None:
+    """The changelog with a ``## [version]`` section: as it is (``None``), or with the
+    Unreleased entries moved under a new dated heading; a refusal when there are none."""
+    if re.search(rf"(?m)^## \[{re.escape(version)}\]", text):
+        return None
+    start = text.find(UNRELEASED)
+    if start < 0:
+        raise ReleaseError(
+            f"{where} has neither `## [{version}]` nor `{UNRELEASED}`; add an Unreleased "
+            "section describing the changes, then release again"
+        )
+    body_start = start + len(UNRELEASED)
+    following = re.search(r"(?m)^## \[", text[body_start:])
+    body_end = body_start + following.start() if following else len(text)
+    body = text[body_start:body_end].strip("\n")
+    if not body.strip():
+        raise ReleaseError(
+            f"{where} has no `## [{version}]` entry and `{UNRELEASED}` is empty; describe what "
+            f"{version} changes under `{UNRELEASED}`, commit, and release again"
+        )
+    return (
+        f"{text[:body_start]}\n\n## [{version}] - {date}\n\n{body}\n\n{text[body_end:].lstrip()}"
+    ).rstrip() + "\n"
+
+
+def plan(repo: Path, package: str, version: str, *, date: str) -> Plan:
+    """Check everything a release needs and say what it will change; change nothing."""
+    known = packages(repo)
+    if package not in known:
+        raise ReleaseError(f"no package is named `{package}`; use one of: {', '.join(known)}")
+    if not VERSION_RE.fullmatch(version):
+        raise ReleaseError(
+            f"`{version}` is not a release version; use MAJOR.MINOR.PATCH (optionally a1, b1, rc1)"
+        )
+    root = known[package]
+    current = current_version(root)
+    if _key(version) < _key(current):
+        raise ReleaseError(
+            f"{package} is at {current}, above {version}; a release never goes backwards"
+        )
+    tag = f"{package}-v{version}"
+    if _git(repo, "tag", "--list", tag).strip():
+        raise ReleaseError(f"the tag {tag} exists already; release a newer version")
+    if _git(repo, "status", "--porcelain", "--untracked-files=no").strip():
+        raise ReleaseError("the work tree has uncommitted changes; commit or drop them first")
+    release = Plan(package, version, root, current, tag, repo / "dist" / f"{package}-{version}")
+    rel = root.relative_to(repo)
+    if version != current:
+        release.edits.update(set_version(root, version))
+        files = ", ".join(str(p.relative_to(repo)) for p in release.edits)
+        release.notes.append(f"set the version of {package} {current} -> {version} in {files}")
+        release.notes.append("update uv.lock (uv lock --offline)")
+    else:
+        release.notes.append(f"keep the version {version} ({rel}/pyproject.toml has it)")
+    changelog = root / "CHANGELOG.md"
+    if not changelog.is_file():
+        raise ReleaseError(f"{rel}/CHANGELOG.md is missing; write one (Keep a Changelog)")
+    moved = changelog_with_entry(
+        changelog.read_text(encoding="utf-8"), version, date, where=f"{rel}/CHANGELOG.md"
+    )
+    if moved is None:
+        release.notes.append(f"{rel}/CHANGELOG.md has its entry for {version}")
+    else:
+        release.edits[changelog] = moved
+        release.notes.append(
+            f"move Unreleased into `## [{version}] - {date}` in {rel}/CHANGELOG.md"
+        )
+    release.notes.append(
+        f"build the sdist and wheel of {package} alone into {release.dist.relative_to(repo)}/ "
+        f"(uv build --package {package} --offline)"
+    )
+    if release.edits:
+        release.notes.append(f"commit `Release {package} {version}`")
+    release.notes.append(f"tag {tag}")
+    return release
+
+
+def execute(repo: Path, release: Plan, uv: str) -> list[Path]:
+    """Take the planned steps; a failed build puts the files back and tags nothing."""
+    originals = {path: path.read_text(encoding="utf-8") for path in release.edits}
+    lock = repo / "uv.lock"
+    lock_text = lock.read_text(encoding="utf-8") if lock.is_file() else None
+    try:
+        for path, text in release.edits.items():
+            path.write_text(text, encoding="utf-8")
+        if release.version != release.current:
+            _uv(repo, uv, "lock", "--offline", "--quiet")
+        shutil.rmtree(release.dist, ignore_errors=True)
+        _uv(repo, uv, "build", "--package", release.package, "--offline", "--no-build-logs",
+            "--sdist", "--wheel", "--out-dir", str(release.dist))  # fmt: skip
+    except BaseException:
+        for path, text in originals.items():
+            path.write_text(text, encoding="utf-8")
+        if lock_text is not None:
+            lock.write_text(lock_text, encoding="utf-8")
+        raise
+    if release.edits:
+        changed = [str(p.relative_to(repo)) for p in release.edits]
+        if lock_text is not None and lock.read_text(encoding="utf-8") != lock_text:
+            changed.append("uv.lock")
+        _git(repo, "add", "--", *changed)
+        _git(repo, "commit", "--quiet", "-m", f"Release {release.package} {release.version}")
+    _git(repo, "tag", "-a", release.tag, "-m", f"{release.package} {release.version}")
+    return sorted(release.dist.iterdir())
+
+
+def _uv(repo: Path, uv: str, *argv: str) -> None:
+    result = subprocess.run([uv, *argv], check=False, cwd=repo, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise ReleaseError(
+            f"uv {argv[0]} failed (exit {result.returncode}); nothing was committed or tagged:\n"
+            f"{result.stderr.strip()}"
+        )
+
+
+def main(argv: Sequence[str] | None = None, repo: Path = REPO) -> int:
+    parser = argparse.ArgumentParser(
+        prog="scripts/release",
+        description="Release one package: bump its version, check its changelog, build its "
+        "sdist and wheel, tag <package>-v<version>.",
+    )
+    parser.add_argument("package", help="the distribution name, e.g. dynconf-store-redis")
+    parser.add_argument("version", help="the version to release, e.g. 0.1.1")
+    parser.add_argument("--dry-run", action="store_true", help="print the steps, take none")
+    parser.add_argument(
+        "--date",
+        default=datetime.datetime.now(datetime.UTC).date().isoformat(),
+        help="the date of a changelog entry moved from Unreleased (default: today, UTC)",
+    )
+    args = parser.parse_args(argv)
+    try:
+        release = plan(repo, args.package, args.version, date=args.date)
+        prefix = "would " if args.dry_run else ""
+        for note in release.notes:
+            sys.stdout.write(f"release: {prefix}{note}\n")
+        if args.dry_run:
+            return 0
+        artifacts = execute(repo, release, find_uv())
+    except ReleaseError as error:
+        sys.stderr.write(f"release: {error}\n")
+        return 1
+    for artifact in artifacts:
+        sys.stdout.write(f"release: built {artifact.relative_to(repo)}\n")
+    sys.stdout.write(f"release: tagged {release.tag}\n")
+    return 0
