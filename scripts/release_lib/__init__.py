@@ -183,7 +183,7 @@ def plan(repo: Path, package: str, version: str, *, date: str) -> Plan:
         changelog.read_text(encoding="utf-8"), version, date, where=f"{rel}/CHANGELOG.md"
     )
     if moved is None:
-        release.notes.append(f"{rel}/CHANGELOG.md has its entry for {version}")
+        release.notes.append(f"use the entry for {version} in {rel}/CHANGELOG.md")
     else:
         release.edits[changelog] = moved
         release.notes.append(
