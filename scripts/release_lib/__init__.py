@@ -225,7 +225,7 @@ def execute(repo: Path, release: Plan, uv: str) -> list[Path]:
         _git(repo, "add", "--", *changed)
         _git(repo, "commit", "--quiet", "-m", f"Release {release.package} {release.version}")
     _git(repo, "tag", "-a", release.tag, "-m", f"{release.package} {release.version}")
-    return sorted(release.dist.iterdir())
+    return sorted(p for p in release.dist.iterdir() if p.name.endswith((".whl", ".tar.gz")))
 
 
 def _uv(repo: Path, uv: str, *argv: str) -> None:

@@ -65,12 +65,15 @@ def test_a_release_bumps_moves_unreleased_builds_that_package_alone_and_tags(
     package = clone / "packages" / "dynconf-store-redis"
     assert 'version = "0.1.1"' in (package / "pyproject.toml").read_text()
     changelog = (package / "CHANGELOG.md").read_text()
-    assert "## [Unreleased]\n\n## [0.1.1] - 2026-12-24\n\n### Fixed\n\n- A reconnect after a failover.\n\n## [0.1.0] - 2026-12-01\n" in changelog
+    assert (
+        "## [Unreleased]\n\n## [0.1.1] - 2026-12-24\n\n### Fixed\n\n- A reconnect after a failover.\n\n## [0.1.0] - 2026-12-01\n"
+        in changelog
+    )
     lock = (clone / "uv.lock").read_text()
     assert 'name = "dynconf-store-redis"\nversion = "0.1.1"' in lock
     assert 'name = "dynconf-core"\nversion = "0.1.0"' in lock  # the core is not released with it
     dist = clone / "dist" / "dynconf-store-redis-0.1.1"
-    assert sorted(p.name for p in dist.iterdir()) == [
+    assert sorted(p.name for p in dist.iterdir() if p.suffix) == [
         "dynconf_store_redis-0.1.1-py3-none-any.whl",
         "dynconf_store_redis-0.1.1.tar.gz",
     ]
@@ -97,7 +100,7 @@ def test_releasing_the_version_a_package_has_tags_it_without_a_commit(
     assert _git(clone, "rev-parse", "HEAD") == head
     assert _git(clone, "rev-list", "-n", "1", "dynconf-core-v0.1.0") == head
     assert "release: tagged dynconf-core-v0.1.0\n" in result.stdout
-    assert {p.name for p in (clone / "dist" / "dynconf-core-0.1.0").iterdir()} == {
+    assert {p.name for p in (clone / "dist" / "dynconf-core-0.1.0").iterdir() if p.suffix} == {
         "dynconf_core-0.1.0-py3-none-any.whl",
         "dynconf_core-0.1.0.tar.gz",
     }
@@ -152,9 +155,18 @@ def test_dry_run_prints_every_step_and_takes_none(clone: Path, uv_bin: Uv) -> No
 @pytest.mark.parametrize(
     ("argv", "reason"),
     [
-        (("dynconf-store-nope", "0.1.1"), "no package is named `dynconf-store-nope`; use one of: dynconf-core"),
-        (("dynconf-store-git", "v0.1.1"), "`v0.1.1` is not a release version; use MAJOR.MINOR.PATCH"),
-        (("dynconf-store-git", "0.0.9"), "dynconf-store-git is at 0.1.0, above 0.0.9; a release never goes backwards"),
+        (
+            ("dynconf-store-nope", "0.1.1"),
+            "no package is named `dynconf-store-nope`; use one of: dynconf-core",
+        ),
+        (
+            ("dynconf-store-git", "v0.1.1"),
+            "`v0.1.1` is not a release version; use MAJOR.MINOR.PATCH",
+        ),
+        (
+            ("dynconf-store-git", "0.0.9"),
+            "dynconf-store-git is at 0.1.0, above 0.0.9; a release never goes backwards",
+        ),
     ],
 )
 def test_bad_arguments_are_refused_naming_the_fix(
