@@ -147,6 +147,38 @@ def changelog_with_entry(text: str, version: str, date: str, *, where: str) -> s
     ).rstrip() + "\n"
 
 
+def _padded(version: str) -> tuple[int, ...]:
+    return _key(".".join([*version.split("."), "0", "0"][:3]))
+
+
+def _allows(spec: str, version: str) -> bool:
+    """Whether a ``>=0.1,<0.2``-style specifier admits ``version`` (the forms we write)."""
+    tests = {
+        ">=": lambda a, b: a >= b,
+        ">": lambda a, b: a > b,
+        "<=": lambda a, b: a <= b,
+        "<": lambda a, b: a < b,
+        "==": lambda a, b: a == b,
+    }
+    for clause in filter(None, (c.strip() for c in spec.split(","))):
+        match = re.fullmatch(r"(>=|<=|==|>|<)\s*([\d.]+)", clause)
+        if match and not tests[match[1]](_key(version), _padded(match[2])):
+            return False
+    return True
+
+
+def core_range_refusals(repo: Path, package: str, version: str) -> list[str]:
+    """The workspace packages whose declared range of ``package`` leaves ``version`` out."""
+    found = []
+    dependency = re.compile(rf'"{re.escape(package)}(?:\[[^\]]*\])?([^";]*)"')
+    for name, root in packages(repo).items():
+        text = (root / "pyproject.toml").read_text(encoding="utf-8")
+        for spec in sorted({m[1].strip() for m in dependency.finditer(text)}):
+            if name != package and not _allows(spec, version):
+                found.append(f"{name} requires {package}{spec}")
+    return found
+
+
 def plan(repo: Path, package: str, version: str, *, date: str) -> Plan:
     """Check everything a release needs and say what it will change; change nothing."""
     known = packages(repo)
@@ -169,6 +201,12 @@ def plan(repo: Path, package: str, version: str, *, date: str) -> Plan:
         raise ReleaseError("the work tree has uncommitted changes; commit or drop them first")
     release = Plan(package, version, root, current, tag, repo / "dist" / f"{package}-{version}")
     rel = root.relative_to(repo)
+    outside = core_range_refusals(repo, package, version)
+    if outside:
+        raise ReleaseError(
+            f"{'; '.join(outside)}, which leaves out {version}: widen those ranges (and "
+            f"release those packages) in the same change, or release {package} within them"
+        )
     if version != current:
         release.edits.update(set_version(root, version))
         files = ", ".join(str(p.relative_to(repo)) for p in release.edits)

@@ -185,3 +185,20 @@ def test_an_existing_tag_is_refused(clone: Path, uv_bin: Uv) -> None:
     assert result.stderr == (
         "release: the tag dynconf-store-s3-v0.1.0 exists already; release a newer version\n"
     )
+
+
+def test_a_core_release_outside_the_ranges_the_stores_declare_is_refused(
+    clone: Path, uv_bin: Uv
+) -> None:
+    _note_unreleased(clone, "dynconf-core", "### Changed\n\n- A breaking change.")
+    result = _release(clone, uv_bin, "dynconf-core", "0.2.0")
+    assert result.returncode == 1
+    assert result.stderr.startswith(
+        "release: dynconf-k8s requires dynconf-core>=0.1,<0.2; dynconf-store-configserver "
+        "requires dynconf-core>=0.1,<0.2; "
+    )
+    assert result.stderr.endswith(
+        "which leaves out 0.2.0: widen those ranges (and release those packages) in the same "
+        "change, or release dynconf-core within them\n"
+    )
+    assert _git(clone, "tag", "--list") == ""

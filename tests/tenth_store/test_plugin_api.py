@@ -83,7 +83,7 @@ def venv(tmp_path_factory: pytest.TempPathFactory, uv_bin: Uv) -> Venv:
     requirements = prefix / "requirements.txt"
     _run(uv, "venv", "--quiet", "--python", sys.executable, str(root))
     _run(uv, "export", "--quiet", "--frozen", "--no-dev", "--no-emit-workspace", "--no-hashes",
-         "--package", "dynconf-core", "--output-file", str(requirements))  # fmt: skip
+         "--package", "dynconf-k8s", "--output-file", str(requirements))  # fmt: skip
     _run(uv, "pip", "install", "--quiet", "--offline", "--python", python, "-r", str(requirements))
     variants = [
         _variant(prefix, "future", ">=2.0,<3"),
@@ -91,7 +91,8 @@ def venv(tmp_path_factory: pytest.TempPathFactory, uv_bin: Uv) -> Venv:
         _variant(prefix, "stale", ">=1.0,<2", broken=True),
     ]
     _run(uv, "pip", "install", "--quiet", "--offline", "--no-deps", "--python", python,
-         "./packages/dynconf-core", str(EXAMPLE), *map(str, variants))  # fmt: skip
+         "./packages/dynconf-core", "./packages/dynconf-k8s", str(EXAMPLE),
+         *map(str, variants))  # fmt: skip
     return Venv(root)
 
 
@@ -184,3 +185,23 @@ def test_plugins_lock_writes_no_lock_while_a_plugin_is_refused(venv: Venv, tmp_p
     assert result.returncode == 1
     assert "no lock written" in result.stderr
     assert not (tmp_path / "plugins.lock").exists()
+
+
+def test_the_agent_refuses_a_refused_store_at_start_saying_why(venv: Venv, tmp_path: Path) -> None:
+    out = tmp_path / "app.json"
+    result = venv.run("dynamic-config-agent", "--source", "future", "--endpoint",
+                      "http://127.0.0.1:9/documents", "--key", "app.json", "--out", str(out),
+                      "--one-shot")  # fmt: skip
+    assert result.returncode == 1
+    assert "Traceback" not in result.stdout + result.stderr
+    reasons = [
+        json.loads(line).get("reason", "")
+        for line in result.stdout.splitlines()
+        if line.startswith("{") and '"agent_failed"' in line
+    ]
+    assert reasons == [
+        "the future store did not load: the plugin `future` (dynconf-store-future 0.1.0) was "
+        f"written for plugin API >=2.0,<3 but {CORE}; upgrade dynconf-core to a release that "
+        "provides plugin API >=2.0,<3"
+    ]
+    assert not out.exists()

@@ -370,13 +370,18 @@ class Registry:
         try:
             return self.stores[name]
         except KeyError:
-            for refusal in self.refused:
-                if refusal.name == name:  # by convention the entry point is named for the store
-                    raise MissingError(f"no store is named `{name}`: {refusal.reason}") from None
+            refusal = self.refusal_for(name)
+            if refusal is not None:
+                raise MissingError(f"no store is named `{name}`: {refusal.reason}") from None
             known = ", ".join(sorted(self.stores)) or "none installed"
             raise MissingError(
                 f"no store is named `{name}`; installed stores: {known}",
             ) from None
+
+    def refusal_for(self, name: str) -> PluginRefusal | None:
+        """Why the plugin whose entry point is ``name`` (by convention, the store it adds)
+        did not load; ``None`` when it was not refused."""
+        return next((r for r in self.refused if r.name == name), None)
 
     def refuse(self, refusal: PluginRefusal) -> None:
         """Record a plugin that does not load; the others go on loading."""

@@ -71,6 +71,9 @@ def store_type(registry: Registry, source: str, lock_path: str | None) -> StoreT
     for name in STORE_ALIASES.get(source, (source,)):
         if name in registry.stores:
             return registry.stores[name]
+    refusal = registry.refusal_for(source)
+    if refusal is not None:
+        raise MissingError(f"the {source} store did not load: {refusal.reason}")
     carried = ", ".join(sorted(registry.stores)) or "none"
     where = f"this agent's plugin lock ({lock_path})" if lock_path else "this installation"
     raise MissingError(
