@@ -21,8 +21,10 @@ import sys
 import time
 import tomllib
 from collections.abc import Iterator
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -45,6 +47,10 @@ print(json.dumps({
     "core": metadata.version("dynconf-core"),
     "stores": sorted(registry.stores),
     "refused": [refusal.reason for refusal in registry.refused],
+    "ours": sorted(
+        {d.metadata["Name"] for d in metadata.distributions()
+         if d.metadata["Name"].startswith("dynconf")}
+    ),
 }))
 """
 
@@ -151,22 +157,74 @@ def wheels(tmp_path_factory: pytest.TempPathFactory, uv_bin: Uv) -> Wheels:
     return Wheels(here, cores, constraints, oldest, newest, outside, time.monotonic() - started)
 
 
-@pytest.fixture(scope="module")
-def timings(wheels: Wheels) -> Iterator[dict[str, float]]:
-    """Seconds per leg, printed at the end (``-s``) so the cost of the matrix is visible."""
-    spent: dict[str, float] = {}
-    yield spent
-    total = wheels.seconds + sum(spent.values())
-    sys.stdout.write(
-        f"\nstore matrix: wheels {wheels.seconds:.1f}s, {len(spent)} legs "
-        f"{sum(spent.values()):.1f}s, total {total:.1f}s\n"
-    )
+BOUNDS = ("oldest", "newest")
+WORKERS = 4
+"""Legs prepared at once: each is mostly waiting on uv and on interpreters starting."""
+
+
+@dataclass
+class Leg:
+    """One package in one fresh venv at one end of its core range, and what the smoke saw."""
+
+    package: Package
+    bound: str
+    venv: Path
+    installed: dict[str, Any] = field(default_factory=dict)
+    checked: subprocess.CompletedProcess[str] | None = None
+    failure: str | None = None
+    seconds: float = 0.0
+
+    @property
+    def bin(self) -> Path:
+        return self.venv / "bin"
 
 
 def _env(uv_bin: Uv) -> dict[str, str]:
     env = {k: v for k, v in uv_bin.env().items() if not k.startswith(("DYNCONF_", "DYNAMIC_"))}
     env.pop("VIRTUAL_ENV", None)
     return env
+
+
+def _prepare(leg: Leg, wheels: Wheels, uv: str, env: dict[str, str]) -> Leg:
+    """venv, install from the wheels offline, smoke; a failure is kept for the leg's test."""
+    started = time.monotonic()
+    python = str(leg.bin / "python")
+    try:
+        _run(uv, "venv", "--quiet", "--python", sys.executable, str(leg.venv), env=env)
+        (wheel,) = wheels.here.glob(f"{leg.package.wheel_stem}-*.whl")
+        version = wheel.name.split("-")[1]
+        core = [f"dynconf-core=={wheels.oldest}"] if leg.bound == "oldest" else []
+        _run(uv, "pip", "install", "--quiet", "--offline", "--python", python,
+             "--find-links", str(wheels.here), "--find-links", str(wheels.cores),
+             "--constraint", str(wheels.constraints), f"{leg.package.name}=={version}", *core,
+             env=env)  # fmt: skip
+        leg.installed = json.loads(_run(python, "-c", SMOKE, *leg.package.modules, env=env))
+        leg.checked = subprocess.run([str(leg.bin / "dynconf"), "plugins", "check"],
+                                     capture_output=True, text=True, env=env, timeout=120)  # fmt: skip
+    except (AssertionError, subprocess.TimeoutExpired, ValueError) as error:
+        leg.failure = str(error)
+    leg.seconds = time.monotonic() - started
+    return leg
+
+
+@pytest.fixture(scope="module")
+def legs(
+    wheels: Wheels, uv_bin: Uv, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, Leg]]:
+    """Every leg, prepared WORKERS at a time; the pool is joined before any test runs."""
+    started = time.monotonic()
+    root = tmp_path_factory.mktemp("legs")
+    todo = [Leg(p, b, root / f"{p.name}-{b}") for p in PACKAGES for b in BOUNDS]
+    env = _env(uv_bin)
+    with ThreadPoolExecutor(max_workers=WORKERS) as pool:
+        done = list(pool.map(lambda leg: _prepare(leg, wheels, str(uv_bin.path), env), todo))
+    prepared = time.monotonic() - started
+    yield {f"{leg.package.name}-{leg.bound}": leg for leg in done}
+    sys.stdout.write(
+        f"\nstore matrix: wheels {wheels.seconds:.1f}s, {len(done)} legs {prepared:.1f}s "
+        f"({WORKERS} at a time; {sum(leg.seconds for leg in done):.1f}s of leg time), "
+        f"total {wheels.seconds + prepared:.1f}s\n"
+    )
 
 
 def _seed(package: Package, request: pytest.FixtureRequest) -> tuple[str, str, str] | None:
@@ -187,50 +245,35 @@ def _seed(package: Package, request: pytest.FixtureRequest) -> tuple[str, str, s
     return None
 
 
-@pytest.mark.parametrize("bound", ["oldest", "newest"])
+@pytest.mark.parametrize("bound", BOUNDS)
 @pytest.mark.parametrize("package", PACKAGES, ids=[p.name for p in PACKAGES])
 def test_the_package_alone_works_with_each_end_of_its_core_range(
     package: Package,
     bound: str,
     wheels: Wheels,
+    legs: dict[str, Leg],
     uv_bin: Uv,
-    timings: dict[str, float],
     tmp_path: Path,
     request: pytest.FixtureRequest,
 ) -> None:
-    started = time.monotonic()
-    env = _env(uv_bin)
-    venv = tmp_path / "venv"
-    python, bindir = str(venv / "bin" / "python"), venv / "bin"
-    _run(str(uv_bin.path), "venv", "--quiet", "--python", sys.executable, str(venv), env=env)
-    (wheel,) = wheels.here.glob(f"{package.wheel_stem}-*.whl")
-    version = wheel.name.split("-")[1]
-    core = [f"dynconf-core=={wheels.oldest}"] if bound == "oldest" else []
-    _run(str(uv_bin.path), "pip", "install", "--quiet", "--offline", "--python", python,
-         "--find-links", str(wheels.here), "--find-links", str(wheels.cores),
-         "--constraint", str(wheels.constraints), f"{package.name}=={version}", *core,
-         env=env)  # fmt: skip
-    installed = json.loads(_run(python, "-c", SMOKE, *package.modules, env=env))
+    leg = legs[f"{package.name}-{bound}"]
+    assert leg.failure is None, leg.failure
     expected = wheels.oldest if bound == "oldest" else wheels.newest
-    assert installed["core"] == expected  # the newest leg: the resolver left the next minor out
-    assert installed["refused"] == []
-    freeze = _run(str(uv_bin.path), "pip", "freeze", "--python", python, env=env)
-    ours = sorted(re.split(r"==| @ ", line)[0] for line in freeze.splitlines()
-                  if line.startswith("dynconf"))  # fmt: skip
-    assert ours == sorted({"dynconf-core", package.name}), "another package of ours came along"
-
-    checked = subprocess.run([str(bindir / "dynconf"), "plugins", "check"], capture_output=True,
-                             text=True, env=env, timeout=60)  # fmt: skip
-    assert checked.returncode == 0, checked.stderr
+    assert leg.installed["core"] == expected  # the newest leg: the resolver left the minor out
+    assert leg.installed["refused"] == []
+    assert leg.installed["ours"] == sorted({"dynconf-core", package.name}), (
+        "another package of ours came along"
+    )
+    assert leg.checked is not None
+    assert leg.checked.returncode == 0, leg.checked.stderr
     plugins = ["builtin", *([package.entry_point] if package.entry_point else [])]
-    assert checked.stdout.startswith(f"{len(plugins)} plugins load: {', '.join(plugins)} ")
+    assert leg.checked.stdout.startswith(f"{len(plugins)} plugins load: {', '.join(plugins)} ")
 
     seeded = _seed(package, request)
     if seeded is not None:
         endpoint, key, expected_text = seeded
         out = tmp_path / "rendered.toml"
         assert package.entry_point is not None
-        _run(str(bindir / "dynconf"), "render", "--source", package.entry_point,
-             "--endpoint", endpoint, "--key", key, "--out", str(out), env=env)  # fmt: skip
+        _run(str(leg.bin / "dynconf"), "render", "--source", package.entry_point,
+             "--endpoint", endpoint, "--key", key, "--out", str(out), env=_env(uv_bin))  # fmt: skip
         assert out.read_text().strip() == expected_text
-    timings[f"{package.name}-{bound}"] = time.monotonic() - started
