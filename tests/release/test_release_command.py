@@ -6,6 +6,7 @@ Each test clones the committed tree, so what is released is exactly what CI chec
 from __future__ import annotations
 
 import subprocess
+import sys
 import tarfile
 import zipfile
 from pathlib import Path
@@ -39,7 +40,7 @@ def _release(
     clone: Path, uv_bin: Uv, *argv: str, date: str = DATE
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        ["python3", str(clone / "scripts" / "release"), *argv, "--date", date],
+        [sys.executable, str(clone / "scripts" / "release"), *argv, "--date", date],
         cwd=clone,
         capture_output=True,
         text=True,

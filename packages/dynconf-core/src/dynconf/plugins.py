@@ -409,7 +409,10 @@ class Registry:
                     continue
                 entry = entries.get(name) or LockEntry("", "", name, "")
                 try:
-                    answer = check(impl.function())
+                    raw = impl.function()
+                    if raw is None:  # pluggy drops a None answer: it contributes nothing
+                        continue
+                    answer = check(raw)
                 except Exception as error:
                     failed[name] = _refuse(
                         entry,

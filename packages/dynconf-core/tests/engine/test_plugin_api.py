@@ -119,6 +119,10 @@ class _Good:
     def dynconf_template_filters(self) -> dict[str, object]:
         return {"shout": str.upper}
 
+    @hookimpl
+    def dynconf_stores(self) -> None:
+        """None contributes nothing, as pluggy has always treated it."""
+
 
 def test_a_plugin_whose_hook_raises_or_answers_nonsense_is_refused_alone() -> None:
     manager = pluggy.PluginManager("dynconf")
