@@ -61,7 +61,7 @@ SERVER_VARIABLES: Final = tuple(
     "DYNAMIC_CONFIG_WEBHOOK_" + name
     for name in (
         "ADDR", "METRICS_ADDR", "TLS_CERT", "TLS_KEY", "PLAINTEXT", "SELF_ROTATE", "NAMESPACE",
-        "SERVICE", "TLS_SECRET", "MWC", "VALIDITY_SECONDS",
+        "SERVICE", "TLS_SECRET", "MWC", "VALIDITY_SECONDS", "EXPLAIN",
     )
 )  # fmt: skip
 """Variables the server reads (:mod:`dynconf_k8s.webhook.settings`); known, not judged here."""

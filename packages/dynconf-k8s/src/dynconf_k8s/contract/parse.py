@@ -19,6 +19,7 @@ from dynconf_k8s.contract import storecheck
 from dynconf_k8s.contract.installation import Installation
 from dynconf_k8s.contract.knobs import nonempty
 from dynconf_k8s.contract.plan import Also, Plan, Render, mount_dir
+from dynconf_k8s.contract.provenance import Provenance
 from dynconf_k8s.contract.refusals import PINS_PHRASE, Refusal
 from dynconf_k8s.contract.registry import (
     ALSO,
@@ -92,7 +93,11 @@ def _store_memory_floor(pod: _Pod, store: str | None, value: str) -> str:
     if fleet is not None and fleet.pinned:
         return value
     have, need = quantity_bytes(value), quantity_bytes(floor)
-    return floor if have is not None and need is not None and have < need else value
+    if have is not None and need is not None and have < need:
+        if pod.trace is not None:
+            pod.trace.builtin(annotation("agent-memory-limit"), floor, f"the {store} floor")
+        return floor
+    return value
 
 
 def injected_container_present(spec: object) -> bool:
@@ -124,10 +129,17 @@ def _pinned(key: str, pod: str, tier: str) -> Refusal:
 class _Pod:
     """The annotations and spec of one pod, with helpers that refuse in the contract's words."""
 
-    def __init__(self, annotations: Mapping[str, str], spec: object, inst: Installation) -> None:
+    def __init__(
+        self,
+        annotations: Mapping[str, str],
+        spec: object,
+        inst: Installation,
+        trace: Provenance | None = None,
+    ) -> None:
         self.ann = annotations
         self._spec = spec
         self.inst = inst
+        self.trace = trace
 
     @cached_property
     def spec(self) -> Mapping[str, Any]:
@@ -159,7 +171,20 @@ class _Pod:
 
     def flag(self, name: str, default: bool = False) -> bool:
         value = self.rule(name, parse_bool)
+        if value is None and self.trace is not None:
+            self.trace.builtin(annotation(name), "true" if default else "false")
+        elif self.trace is not None:
+            self.trace.resolved(annotation(name), self.get(name), None)
         return default if value is None else value
+
+    def note(
+        self, name: str, store: str | None, suffix: str | None = None, *, store_only: bool = False
+    ) -> None:
+        """Record which tier answers ``name`` (explain's provenance; a no-op in admission)."""
+        if self.trace is None:
+            return
+        tier = self.inst.store_tier(name, store) if store_only else self.inst.tier(name, store)
+        self.trace.resolved(annotation(name, suffix), self.get(name, suffix), tier)
 
     def check_pin(self, name: str, store: str | None, suffix: str | None = None) -> None:
         text = self.get(name, suffix)
@@ -172,6 +197,7 @@ class _Pod:
     ) -> T | None:
         """Annotation (pin-checked) > per-store > fleet; ``None`` when nobody set it."""
         self.check_pin(name, store, suffix)
+        self.note(name, store, suffix)
         value = self.rule(name, rule, suffix)
         if value is not None:
             return value
@@ -180,9 +206,11 @@ class _Pod:
 
     def store_string(self, name: str, store: str | None, suffix: str | None) -> str | None:
         text = self.get(name, suffix)
+        tier = self.inst.store_tier(name, store)
+        if text is not None or tier is not None:
+            self.note(name, store, suffix, store_only=True)
         if text is not None:
             return text
-        tier = self.inst.store_tier(name, store)
         return tier.text if tier is not None else None
 
     def pair(
@@ -191,8 +219,14 @@ class _Pod:
         """An either-or pair resolves as a level: any pod half mutes both installation halves."""
         first, second = (self.get(n, suffix) for n in names)
         if first is not None or second is not None:
+            for name in names:
+                if self.get(name, suffix) is not None:
+                    self.note(name, store, suffix, store_only=True)
             return first, second
         tiers = [self.inst.store_tier(n, store) for n in names]
+        for name, tier in zip(names, tiers, strict=True):
+            if tier is not None:
+                self.note(name, store, suffix, store_only=True)
         return tuple(t.text if t else None for t in tiers)  # type: ignore[return-value]
 
     def container_index(self, name: str) -> int | None:
@@ -309,6 +343,12 @@ def _skip_verify(pod: _Pod, render: Render, suffix: str | None) -> None:
     render.tls_skip_verify = bool(pod.rule("tls-skip-verify", parse_bool, suffix))
     if not render.tls_skip_verify:
         return
+    if pod.trace is not None:
+        pod.trace.gate(
+            annotation("tls-skip-verify", suffix),
+            "webhook.allowTlsSkipVerify",
+            pod.inst.allow_tls_skip_verify,
+        )
     if not pod.inst.allow_tls_skip_verify:
         raise Refusal(
             f"{annotation('tls-skip-verify', suffix)} is not offered by this installation; an "
@@ -401,16 +441,20 @@ def _notify(pod: _Pod, mode: str) -> str | None:
 
 
 def parse_pod(
-    pod_object: Mapping[str, Any], installation: Installation
+    pod_object: Mapping[str, Any],
+    installation: Installation,
+    provenance: Provenance | None = None,
 ) -> tuple[Plan | None, list[str]]:
     """Judge a pod: ``(None, [])`` when it asks for nothing, else its plan and warnings.
 
     Raises :class:`Refusal` for the first problem in the contract's order. The idempotence
     pass-through (a marked pod that already carries the agent) is the caller's check.
+    ``provenance``, when given, records which tier answered each key as it is resolved
+    (``explain``); it never changes the answer.
     """
     metadata = pod_object.get("metadata") or {}
     annotations: Mapping[str, str] = metadata.get("annotations") or {}
-    pod = _Pod(annotations, pod_object.get("spec") or {}, installation)
+    pod = _Pod(annotations, pod_object.get("spec") or {}, installation, provenance)
     inst = installation
 
     status = pod.get("status")
@@ -441,6 +485,7 @@ def parse_pod(
     ):
         raise _pinned(annotation("source"), source, fleet_source.text)
     store = source or (fleet_source.text if fleet_source else None)
+    pod.note("source", None)
     _check_store_pins(pod, store, None)
 
     mode = pod.tiered("mode", parse_mode, store) or "sidecar"
@@ -542,6 +587,8 @@ def parse_pod(
     default.timeout = pod.rule("timeout", parse_positive_seconds)
     _agent_image(pod, plan)
     plan.events = pod.flag("events")
+    if plan.events and pod.trace is not None:
+        pod.trace.gate(annotation("events"), "webhook.allowEvents", inst.allow_events)
     if plan.events and not inst.allow_events:
         raise Refusal(
             f"{annotation('events')} is not offered by this installation; an administrator "
@@ -589,6 +636,7 @@ def parse_pod(
     _distinct_ports(plan)
 
     pod.check_pin("path", store)
+    pod.note("path", store)
     path = path if path is not None else _tier_text(inst, "path", store)
     if path is None:
         raise _required("path", None)
@@ -704,7 +752,10 @@ def _agent_image(pod: _Pod, plan: Plan) -> None:
     image = pod.get("agent-image")
     if image is None:
         return
-    if not any(image_allowed(image, prefix) for prefix in pod.inst.agent_image_allow):
+    admitted = any(image_allowed(image, prefix) for prefix in pod.inst.agent_image_allow)
+    if pod.trace is not None:
+        pod.trace.gate(annotation("agent-image"), "webhook.agentImageAllow", admitted)
+    if not admitted:
         raise Refusal(
             f"{annotation('agent-image')} names an image no webhook.agentImageAllow prefix "
             "(DYNAMIC_CONFIG_WEBHOOK_AGENT_IMAGE_ALLOW) admits; drop it to use the "

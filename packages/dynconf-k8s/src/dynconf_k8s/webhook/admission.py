@@ -19,6 +19,7 @@ from typing import Any, Final
 from dynconf_k8s.contract.installation import Installation
 from dynconf_k8s.contract.parse import INJECTED, injected_container_present, parse_pod
 from dynconf_k8s.contract.plan import Plan
+from dynconf_k8s.contract.provenance import Provenance
 from dynconf_k8s.contract.refusals import CONFLICT, POLICY, Refusal
 from dynconf_k8s.contract.registry import annotation
 from dynconf_k8s.contract.rules import STORES
@@ -62,18 +63,26 @@ def _review(response: dict[str, Any]) -> dict[str, Any]:
     return {"apiVersion": API_VERSION, "kind": "AdmissionReview", "response": response}
 
 
-def _source_gates(plan: Plan, installation: Installation, namespace: str) -> None:
+def _source_gates(
+    plan: Plan, installation: Installation, namespace: str, trace: Provenance | None = None
+) -> None:
     shown = namespace or "(none)"
     for render in (plan.default, *plan.named):
         key = annotation("source", render.name)
-        if installation.source_deny.matches(namespace, render.source):
+        denied = installation.source_deny.matches(namespace, render.source)
+        allow = installation.source_allow
+        if trace is not None:
+            if not installation.source_deny.empty:
+                trace.gate(key, "webhook.sourceDeny", not denied)
+            if not allow.empty and not denied:
+                trace.gate(key, "webhook.sourceAllow", allow.matches(namespace, render.source))
+        if denied:
             raise Refusal(
                 f'{key} is "{render.source}", which webhook.sourceDeny '
                 f"(DYNAMIC_CONFIG_WEBHOOK_SOURCE_DENY) turns off in namespace {shown} — use "
                 "another store, or ask the installer",
                 reason=POLICY,
             )
-        allow = installation.source_allow
         if not allow.empty and not allow.matches(namespace, render.source):
             allowed = allow.names_for(namespace)
             listing = (
@@ -89,10 +98,15 @@ def _source_gates(plan: Plan, installation: Installation, namespace: str) -> Non
             )
 
 
-def _env_gate(plan: Plan, installation: Installation, namespace: str) -> None:
+def _env_gate(
+    plan: Plan, installation: Installation, namespace: str, trace: Provenance | None = None
+) -> None:
     shown = namespace or "(none)"
     for name, _value in plan.agent_env:
-        if installation.agent_env_allow.matches(namespace, name):
+        admitted = installation.agent_env_allow.matches(namespace, name)
+        if trace is not None:
+            trace.gate(f"{annotation('agent-env')} {name}", "webhook.agentEnvAllow", admitted)
+        if admitted:
             continue
         allowed = installation.agent_env_allow.names_for(namespace)
         listing = (
@@ -165,16 +179,19 @@ def decide(
     review: object,
     installation: Installation,
     classes: ClassMap | None = None,
+    provenance: Provenance | None = None,
 ) -> Decision:
     """Judge one AdmissionReview (v1). Total: every input gets a response, never an exception.
 
     A malformed review is refused naming the field; anything unforeseen is refused too (and
     logged by its type), because an exception here is an HTTP 500 and the failure policy —
     ``Ignore`` starts the pod without its configuration — would decide instead.
+    ``provenance`` (``explain``) records which tier, pin and gate decided each key; the
+    decision is the same with or without it.
     """
     base = Decision(_review({"allowed": True, "uid": review_uid(review)}), "skipped")
     try:
-        return _decide(review, installation, classes, base)
+        return _decide(review, installation, classes, base, provenance)
     except Refusal as refusal:
         return _refused(base, refusal)
     except Exception as error:
@@ -193,6 +210,7 @@ def _decide(
     installation: Installation,
     classes: ClassMap | None,
     base: Decision,
+    trace: Provenance | None = None,
 ) -> Decision:
     if not isinstance(review, Mapping):
         raise Refusal("the body is not an AdmissionReview object")
@@ -217,13 +235,17 @@ def _decide(
         check_spec(pod)
     if annotation("class") in annotations:
         pod = apply_class(pod, base.namespace, installation, classes)
-        base.source = _parsed_source(pod["metadata"]["annotations"].get(annotation("source")))
-    plan, warnings = parse_pod(pod, installation)
+        filled = pod["metadata"]["annotations"]
+        base.source = _parsed_source(filled.get(annotation("source")))
+        if trace is not None:
+            for key in sorted(filled.keys() - annotations.keys()):
+                trace.filled_by_class(key, filled[key], annotations[annotation("class")])
+    plan, warnings = parse_pod(pod, installation, trace)
     if plan is None:
         return base
     base.source = plan.default.source
-    _source_gates(plan, installation, base.namespace)
-    _env_gate(plan, installation, base.namespace)
+    _source_gates(plan, installation, base.namespace, trace)
+    _env_gate(plan, installation, base.namespace, trace)
     _collisions(pod, plan)
     check_agent_args(plan)
     patch = base64.b64encode(dumps_compact(build_patch(pod, plan)).encode()).decode()

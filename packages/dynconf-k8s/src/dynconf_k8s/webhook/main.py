@@ -1,6 +1,7 @@
-"""``dynamic-config-webhook``: ``serve`` (the admission server) and ``validate FILE…``.
+"""``dynamic-config-webhook``: ``serve`` (the admission server), ``validate FILE…`` and
+``explain FILE…`` (why a pod gets what it gets, key by key).
 
-Both read the installation from the process environment (and the mounted document) and
+All three read the installation from the process environment (and the mounted document) and
 refuse to go on when it is not valid, listing every problem — a typo stops the install,
 never the first admission.
 """
@@ -23,6 +24,8 @@ SERVICE_NAME: Final = "dynamic-config-webhook"
 
 _USAGE = """usage: dynamic-config-webhook serve
        dynamic-config-webhook validate [--classes <file>]... [--namespace <ns>] <pod.yaml>...
+       dynamic-config-webhook explain [--output text|json] [--classes <file>]...
+                                      [--namespace <ns>] <pod.yaml>...
 """
 
 
@@ -49,6 +52,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 class_files=class_files,
                 namespace=namespace,
             )
+        if command == "explain":
+            from dynconf_k8s.webhook.explain import run_explain
+            from dynconf_k8s.webhook.settings import load_installation
+
+            return run_explain(args[1:], load_installation(), sys.stdout, sys.stderr)
         if command == "serve":
             from dynconf.tracing import tracing_from_env
             from dynconf_k8s.webhook.server import NoTlsMaterial, serve

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import uvicorn
+import yaml
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -77,7 +78,8 @@ def create_app(
     classes: Callable[[], ClassMap] | None = None,
     tracing: Tracing | None = None,
 ) -> Starlette:
-    """The admission app: ``POST /mutate`` plus probes and metrics.
+    """The admission app: ``POST /mutate`` plus probes and metrics, and ``POST /explain``
+    when ``settings.explain`` is on.
 
     ``tracing`` is the process's (one span per admission); the caller owns its shutdown.
     """
@@ -125,10 +127,58 @@ def create_app(
         body = json.dumps(decision.response, separators=(",", ":"), ensure_ascii=False)
         return Response(body, media_type="application/json")
 
-    app = Starlette(routes=[Route("/mutate", mutate, methods=["POST"]),
-                            *_probes(settings, metrics, tls)])  # fmt: skip
+    routes = [Route("/mutate", mutate, methods=["POST"]), *_probes(settings, metrics, tls)]
+    if settings.explain:
+        routes.append(Route("/explain", _explain_endpoint(settings, classes), methods=["POST"]))
+    app = Starlette(routes=routes)
     app.state.metrics = metrics
     return app
+
+
+EXPLAIN_BODY_LIMIT = 1 << 20
+"""The largest pod ``/explain`` reads (a pod object is far smaller; the API server's own
+request limit is 3 MiB)."""
+
+
+def _explain_endpoint(
+    settings: WebhookSettings, classes: Callable[[], ClassMap] | None
+) -> Callable[[Request], Any]:
+    """``POST /explain``: a Pod (JSON or YAML) in, :func:`explain_pod`'s report out.
+
+    Judged with the installation and the class map this process admits with, in the
+    namespace ``?namespace=`` names (else the pod's own). It is not an admission: it is not
+    counted, and its one log line names the pod and the outcome, never a value.
+    """
+    from dynconf_k8s.webhook.explain import explain_pod
+
+    def refuse(problem: str) -> Response:
+        body = json.dumps({"error": problem + "; POST a Pod object, as JSON or YAML"})
+        return Response(body, status_code=400, media_type="application/json")
+
+    async def endpoint(request: Request) -> Response:
+        raw = await request.body()
+        if len(raw) > EXPLAIN_BODY_LIMIT:
+            return refuse(f"the body is larger than {EXPLAIN_BODY_LIMIT} bytes")
+        try:
+            pod: Any = yaml.safe_load(raw)
+        except yaml.YAMLError:
+            return refuse("the body is neither JSON nor YAML")
+        if not isinstance(pod, dict) or pod.get("kind", "Pod") != "Pod":
+            return refuse("the body is not a Pod")
+        report = explain_pod(
+            pod,
+            settings.installation,
+            namespace=request.query_params.get("namespace") or None,
+            classes=classes() if classes else None,
+        )
+        log.info(
+            "explain",
+            extra={"namespace": report["namespace"], "pod": report["pod"],
+                   "outcome": report["outcome"]},
+        )  # fmt: skip
+        return Response(json.dumps(report, ensure_ascii=False), media_type="application/json")
+
+    return endpoint
 
 
 def create_metrics_app(

@@ -72,6 +72,8 @@ class WebhookSettings:
     tls_wait_seconds: float = 5.0
     """selfRotate: how often serving re-checks for the Secret's pair before the first one."""
     drain_seconds: int = 30
+    explain: bool = False
+    """``POST /explain`` on the admission port (``DYNAMIC_CONFIG_WEBHOOK_EXPLAIN``)."""
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> WebhookSettings:
@@ -87,6 +89,7 @@ class WebhookSettings:
             classes=installation.classes_enabled,
             self_rotate=RotationSettings.from_environ(env),
             kube=KubeAccess.in_cluster(env),
+            explain=_flag(env, "DYNAMIC_CONFIG_WEBHOOK_EXPLAIN"),
         )
 
     @property

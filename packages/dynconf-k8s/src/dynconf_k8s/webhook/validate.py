@@ -26,7 +26,7 @@ from dynconf_k8s.contract.installation import Installation
 from dynconf_k8s.webhook.admission import decide
 from dynconf_k8s.webhook.classes import ClassEntry, entries_from_lists
 
-__all__ = ["classes_in", "pods_in", "run_validate", "split_args"]
+__all__ = ["classes_in", "pods_in", "read_documents", "run_validate", "split_args"]
 
 USAGE = (
     "usage: dynamic-config-webhook validate <pod.yaml>...\n"
@@ -110,7 +110,8 @@ def split_args(args: list[str]) -> tuple[list[str], list[str], str | None] | Non
     return paths, class_files, namespace
 
 
-def _documents(path: Path) -> list[Any]:
+def read_documents(path: Path) -> list[Any]:
+    """Every document of a JSON or YAML file (``explain`` reads its files the same way)."""
     text = path.read_text(encoding="utf-8")
     if path.suffix == ".json":
         return [json.loads(text)]
@@ -134,7 +135,7 @@ def run_validate(
     read: dict[str, list[Any]] = {}
     for raw in [*class_files, *paths]:
         try:
-            read[raw] = _documents(Path(raw))
+            read[raw] = read_documents(Path(raw))
         except (OSError, ValueError, yaml.YAMLError) as exc:
             err.write(f"{raw}: cannot be read as JSON or YAML ({type(exc).__name__})\n")
             total += 1
