@@ -59,6 +59,12 @@ TOGGLES: dict[str, tuple[str, ...]] = {
         "webhook.allowEvents=true",
     ),
     "classes": ("webhook.classes.enabled=true",),
+    "explain": (
+        "webhook.explain.enabled=true",
+        "webhook.explain.subjects[0].kind=Group",
+        "webhook.explain.subjects[0].name=system:authenticated",
+        "webhook.explain.subjects[0].apiGroup=rbac.authorization.k8s.io",
+    ),
     "host-network": ("webhook.hostNetwork=true", "webhook.replicas=1"),
     "string-installation": (
         "agent.defaults.source=consul",
@@ -675,6 +681,44 @@ def test_classes_grant_list_and_watch_on_both_class_kinds(helm_bin: Path, tmp_pa
     assert env_of(_container(_webhook(docs), "webhook"))["DYNAMIC_CONFIG_WEBHOOK_CLASSES"] == "true"
 
 
+def test_explain_grants_the_proxy_path_to_the_webhook_service_only(
+    helm_bin: Path, tmp_path: Path
+) -> None:
+    docs = _render(helm_bin, tmp_path, *TOGGLES["explain"])
+
+    role = one(docs, "Role", "dynamic-config-webhook-explain")
+    assert role["metadata"]["namespace"] == "dynamic-config"
+    assert role["rules"] == [
+        {
+            "apiGroups": [""],
+            "resources": ["services/proxy"],
+            "resourceNames": [
+                "https:dynamic-config-webhook:https",
+                "https:dynamic-config-webhook:443",
+            ],
+            "verbs": ["create"],
+        }
+    ]
+    binding = one(docs, "RoleBinding", "dynamic-config-webhook-explain")
+    assert binding["roleRef"]["name"] == "dynamic-config-webhook-explain"
+    assert binding["subjects"] == [
+        {"kind": "Group", "name": "system:authenticated", "apiGroup": "rbac.authorization.k8s.io"}
+    ]
+    assert env_of(_container(_webhook(docs), "webhook"))["DYNAMIC_CONFIG_WEBHOOK_EXPLAIN"] == "true"
+
+
+def test_explain_is_off_by_default_and_binds_nobody_unless_told(
+    helm_bin: Path, tmp_path: Path
+) -> None:
+    default = _render(helm_bin, tmp_path)
+    unbound = _render(helm_bin, tmp_path, "webhook.explain.enabled=true")
+
+    assert not [d for d in default if d["metadata"]["name"].endswith("-explain")]
+    assert "DYNAMIC_CONFIG_WEBHOOK_EXPLAIN" not in env_of(_container(_webhook(default), "webhook"))
+    assert one(unbound, "Role", "dynamic-config-webhook-explain")
+    assert not [d for d in unbound if d["kind"] == "RoleBinding"]
+
+
 API_FEATURES: dict[str, tuple[tuple[str, ...], bool]] = {
     "default": ((), False),
     "cert-manager": (TOGGLES["cert-manager"], False),
@@ -682,6 +726,7 @@ API_FEATURES: dict[str, tuple[tuple[str, ...], bool]] = {
     "classes": (TOGGLES["classes"], True),
     "classes-cert-manager": ((*TOGGLES["cert-manager"], *TOGGLES["classes"]), True),
     "classes-selfrotate": ((*TOGGLES["selfrotate"], *TOGGLES["classes"]), True),
+    "explain": (TOGGLES["explain"], False),
 }
 """Values → whether a feature of the webhook then calls the API server (needs a token)."""
 
