@@ -196,7 +196,8 @@ class RunningWebhook:
 
     ``pair`` serves an existing ``(ca, cert, key)`` instead of a freshly minted one;
     ``reload_every`` re-reads it from disk as ``serve`` does, setting :attr:`reloaded` each time
-    a renewed pair is taken up.
+    a renewed pair is taken up. ``host`` listens elsewhere than loopback (an Endpoints object,
+    which the API server's service proxy follows, may not name a loopback address).
     """
 
     def __init__(
@@ -208,6 +209,7 @@ class RunningWebhook:
         pair: tuple[str, str, str] | None = None,
         port: int | None = None,
         reload_every: float | None = None,
+        host: str = "127.0.0.1",
     ) -> None:
         import threading
 
@@ -224,7 +226,7 @@ class RunningWebhook:
         self.port = port or free_port()
         config = uvicorn.Config(
             app,
-            host="127.0.0.1",
+            host=host,
             port=self.port,
             log_config=None,
             access_log=False,

@@ -9,6 +9,7 @@ import os
 import ssl
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -167,3 +168,135 @@ def test_cli_with_the_charts_values_answers_as_the_served_webhook(
         {"gate": "webhook.sourceDeny", "admitted": True},
         {"gate": "webhook.sourceAllow", "admitted": True},
     ]
+
+
+# ------------------------------- through the API server's service proxy, with the chart's RBAC
+
+
+def _host_address() -> str | None:
+    """A non-loopback IPv4 address of this machine (no packet is sent)."""
+    import socket
+
+    for target in ("10.255.255.255", "203.0.113.1"):
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+            try:
+                probe.connect((target, 9))
+            except OSError:
+                continue
+            address: str = probe.getsockname()[0]
+        if not address.startswith("127."):
+            return address
+    return None
+
+
+def _proxied(control: Any, namespace: str, token: str, body: bytes) -> tuple[int, Any]:
+    """POST ``body`` to /explain the way a user does: through the API server, as ``token``."""
+    url = (
+        f"{control.server}/api/v1/namespaces/{namespace}/services/"
+        "https:dynamic-config-webhook:https/proxy/explain"
+    )
+    request = urllib.request.Request(
+        url,
+        data=body,
+        method="POST",
+        headers={"content-type": "application/json", "authorization": f"Bearer {token}"},
+    )
+    context = ssl.create_default_context(cafile=str(control.ca))
+    try:
+        with urllib.request.urlopen(request, context=context, timeout=20) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+@pytest.mark.k8s
+@pytest.mark.helm
+def test_only_the_charts_explain_subjects_reach_explain_through_the_api_server(
+    helm_bin: Path,
+    tmp_path: Path,
+    running_webhook,
+    make_pod,
+    cluster,
+    kube_client,
+    kube_control_plane,
+    mint_sa_token,
+) -> None:
+    from kubernetes import client
+
+    from tests.chart.support import documents, helm_template, one
+
+    address = _host_address()
+    if address is None:
+        pytest.skip("this machine has no non-loopback IPv4 address for an Endpoints object")
+    hook = running_webhook(_explaining(), host=address)
+    namespace = cluster.namespace("explain")
+    rendered = documents(
+        helm_template(
+            helm_bin,
+            tmp_path,
+            "webhook.explain.enabled=true",
+            "webhook.explain.subjects[0].kind=ServiceAccount",
+            "webhook.explain.subjects[0].name=reader",
+            f"webhook.explain.subjects[0].namespace={namespace}",
+            namespace=namespace,
+        ).stdout
+    )
+    rbac = client.RbacAuthorizationV1Api(kube_client)
+    rbac.create_namespaced_role(namespace, one(rendered, "Role", "dynamic-config-webhook-explain"))
+    rbac.create_namespaced_role_binding(
+        namespace, one(rendered, "RoleBinding", "dynamic-config-webhook-explain")
+    )
+    core = cluster.core_api
+    core.create_namespaced_service(
+        namespace,
+        {
+            "metadata": {"name": "dynamic-config-webhook"},
+            "spec": {"ports": [{"name": "https", "port": 443, "targetPort": hook.port}]},
+        },
+    )
+    # The service proxy follows an Endpoints address only to a Pod whose IP it is: a pod object
+    # stands in for the webhook's replica (never scheduled; its status carries this host's IP).
+    core.create_namespaced_pod(
+        namespace,
+        {
+            "metadata": {"name": "dynamic-config-webhook-0"},
+            "spec": {
+                "automountServiceAccountToken": False,
+                "containers": [{"name": "webhook", "image": "busybox"}],
+            },
+        },
+    )
+    core.patch_namespaced_pod_status(
+        "dynamic-config-webhook-0",
+        namespace,
+        {"status": {"podIP": address, "podIPs": [{"ip": address}]}},
+    )
+    replica = {"kind": "Pod", "name": "dynamic-config-webhook-0", "namespace": namespace}
+    core.create_namespaced_endpoints(
+        namespace,
+        {
+            "metadata": {"name": "dynamic-config-webhook"},
+            "subsets": [
+                {
+                    "addresses": [{"ip": address, "targetRef": replica}],
+                    "ports": [{"name": "https", "port": hook.port}],
+                }
+            ],
+        },
+    )
+    reader = mint_sa_token(namespace, "reader")
+    stranger = mint_sa_token(namespace, "stranger")
+    body = json.dumps(make_pod(CANONICAL)).encode()
+
+    status, report = _proxied(kube_control_plane, namespace, reader, body)
+    for _ in range(50):  # the API server's informer takes the Endpoints up
+        if status != 503:
+            break
+        time.sleep(0.2)
+        status, report = _proxied(kube_control_plane, namespace, reader, body)
+    denied, answer = _proxied(kube_control_plane, namespace, stranger, body)
+
+    assert status == 200, report
+    assert report == explain_pod(make_pod(CANONICAL), parse_installation({}))
+    assert denied == 403, answer
+    assert "services/proxy" in answer
