@@ -48,11 +48,16 @@ class Origin:
 
 @dataclass(frozen=True, slots=True)
 class GateCheck:
-    """One gate or installation opt-in that judged a key, and whether it let it through."""
+    """One gate or installation opt-in that judged a key, and whether it let it through.
+
+    ``name`` is the part of the value the gate judged when it judges parts (each variable
+    of ``agent-env``).
+    """
 
     key: str
     gate: str
     admitted: bool
+    name: str | None = None
 
 
 def _tier_name(tier: TierValue) -> str:
@@ -96,8 +101,8 @@ class Provenance:
         """Note a key the pod's DynamicConfigClass filled in."""
         self.origins[key] = Origin(key, value, CLASS, setting=name)
 
-    def gate(self, key: str, gate: str, admitted: bool) -> None:
+    def gate(self, key: str, gate: str, admitted: bool, name: str | None = None) -> None:
         """Note that ``gate`` judged ``key`` (once per key and gate; a refusal is the last)."""
-        check = GateCheck(key, gate, admitted)
+        check = GateCheck(key, gate, admitted, name)
         if check not in self.gates:
             self.gates.append(check)

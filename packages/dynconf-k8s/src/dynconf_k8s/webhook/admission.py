@@ -105,7 +105,7 @@ def _env_gate(
     for name, _value in plan.agent_env:
         admitted = installation.agent_env_allow.matches(namespace, name)
         if trace is not None:
-            trace.gate(f"{annotation('agent-env')} {name}", "webhook.agentEnvAllow", admitted)
+            trace.gate(annotation("agent-env"), "webhook.agentEnvAllow", admitted, name)
         if admitted:
             continue
         allowed = installation.agent_env_allow.names_for(namespace)

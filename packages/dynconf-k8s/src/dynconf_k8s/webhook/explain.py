@@ -61,11 +61,16 @@ def _shown(key: str, value: str) -> str:
 
 def _setting(origin: Origin) -> str | None:
     """Where the installer wrote the value that answered: chart value and variable."""
-    setting = origin.setting
-    if setting is None:
+    if origin.setting is None:
         return None
     if origin.tier == "class":
-        return f'the class "{setting}"'
+        return f'the class "{origin.setting}"'
+    return _spelling(origin.setting)
+
+
+def _spelling(setting: str) -> str:
+    """An installation tier's name (``perStore.vault``, a fleet variable) as the installer
+    writes it: the chart value, then the variable."""
     if setting.startswith("perStore."):
         return f"agent.defaults.{setting} (DYNAMIC_CONFIG_AGENT_STORE_DEFAULTS)"
     chart = _FLEET_VALUES.get(setting)
@@ -88,9 +93,7 @@ def _entry(key: str, origin: Origin | None, text: str | None, gates: list[Json])
         "tier": origin.tier,
         "from": _setting(origin),
         "pinned": origin.pinned,
-        "overrides": _setting(Origin(key, None, "", setting=origin.overrides))
-        if origin.overrides
-        else None,
+        "overrides": _spelling(origin.overrides) if origin.overrides else None,
         "gates": gates,
         "decidedBy": "pin" if origin.pinned else ("gate" if gates else None),
         "note": origin.note,
@@ -103,11 +106,10 @@ def _entry(key: str, origin: Origin | None, text: str | None, gates: list[Json])
 def _keys(annotations: Mapping[str, Any], record: Provenance) -> list[Json]:
     gates: dict[str, list[Json]] = {}
     for check in record.gates:
-        base = check.key.split(" ", 1)[0]
-        detail = {"gate": check.gate, "admitted": check.admitted}
-        if " " in check.key:
-            detail["name"] = check.key.split(" ", 1)[1]
-        gates.setdefault(base, []).append(detail)
+        detail: Json = {"gate": check.gate, "admitted": check.admitted}
+        if check.name is not None:
+            detail["name"] = check.name
+        gates.setdefault(check.key, []).append(detail)
     ours = [k for k in annotations if isinstance(k, str) and k.startswith(PREFIX)]
     out = []
     for key in ours:
