@@ -30,3 +30,9 @@ uv=${UV:-uv}
 # the lock the agent loads by default: exactly these plugins, at these versions
 "$prefix/venv/bin/dynconf" plugins lock --output "$prefix/plugins.lock"
 "$prefix/venv/bin/dynconf" plugins check "$prefix/plugins.lock" >&2
+# Bytecode for every installed module, so no start compiles source: the images run with a
+# read-only root and PYTHONDONTWRITEBYTECODE, where a missing .pyc is recompiled on every
+# start (a hundred agents starting at once on a node spend their CPU on it). unchecked-hash:
+# the layers' files carry mtime 0, which would make timestamp-checked .pyc files look stale.
+"$prefix/venv/bin/python" -m compileall -q -f -j 0 --invalidation-mode unchecked-hash \
+  "$prefix/venv/lib" >/dev/null

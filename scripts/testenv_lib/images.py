@@ -249,6 +249,24 @@ def _finish_rootfs(rootfs: Path, users: list[tuple[str, int, str, str]]) -> None
     (rootfs / "tmp").chmod(0o1777)
     (rootfs / "var/tmp").chmod(0o1777)
     subprocess.run(["ldconfig", "-r", str(rootfs)], check=True, capture_output=True)
+    _compile_stdlib(rootfs)
+
+
+def _compile_stdlib(rootfs: Path) -> None:
+    """The standard library's bytecode, which Debian's ``py3compile`` postinst would have made.
+
+    Without it every start of every Python process in the image compiles the modules it
+    imports (the root is read-only and ``PYTHONDONTWRITEBYTECODE`` is set, so nothing is kept).
+    ``unchecked-hash``: the layers carry mtime 0; ``-s``/``-p`` name the files by their path
+    inside the image.
+    """
+    stdlib = rootfs / "usr" / "lib" / "python3.11"
+    subprocess.run(
+        [PYTHON, "-m", "compileall", "-q", "-f", "-j", "0", "--invalidation-mode",
+         "unchecked-hash", "-s", str(rootfs), "-p", "/", "-x", r"/(test|idlelib|lib2to3)/",
+         str(stdlib)],
+        check=True, capture_output=True,
+    )  # fmt: skip
 
 
 def _base_rootfs(ctx: Context, staging: Path, stage: Stage) -> Path:

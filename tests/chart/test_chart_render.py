@@ -719,6 +719,16 @@ def test_explain_is_off_by_default_and_binds_nobody_unless_told(
     assert not [d for d in unbound if d["kind"] == "RoleBinding"]
 
 
+def test_a_release_upgraded_with_reuse_values_from_before_explain_renders(
+    helm_bin: Path, tmp_path: Path
+) -> None:
+    # `helm upgrade --reuse-values` from a chart without webhook.explain: the key is absent
+    older = _render(helm_bin, tmp_path, "webhook.explain=null")
+
+    assert "DYNAMIC_CONFIG_WEBHOOK_EXPLAIN" not in env_of(_container(_webhook(older), "webhook"))
+    assert not [d for d in older if d["metadata"]["name"].endswith("-explain")]
+
+
 API_FEATURES: dict[str, tuple[tuple[str, ...], bool]] = {
     "default": ((), False),
     "cert-manager": (TOGGLES["cert-manager"], False),

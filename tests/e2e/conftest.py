@@ -18,7 +18,7 @@ Fixtures (all ``e2e``: they use ``kube_node``, so ``tests/fixtures/node.py`` mar
     - ``name``, ``namespace``, ``fullname``, ``values``; ``core`` (a ``CoreV1Api``) and
       ``api_client`` (cluster admin);
     - ``webhook_pods()`` and ``scrape(pod, port)`` (a pod's metrics through the apiserver's
-      pod proxy); ``upgrade(values)`` (``helm upgrade --reuse-values --wait``).
+      pod proxy); ``upgrade(values)`` (``helm upgrade --reset-then-reuse-values --wait``).
 
 ``install_chart`` (session): ``install_chart(name, values) -> context manager -> Release`` for a
     release of one's own (another TLS mode, an objectSelector, the operator): its own namespace
@@ -131,8 +131,13 @@ class Release:
         return body.decode()
 
     def upgrade(self, values: dict[str, Any]) -> None:
-        """``helm upgrade --reuse-values --wait`` with ``values`` merged over the current ones."""
-        self.helm("upgrade", self.name, str(CHART), "-n", self.namespace, "--reuse-values",
+        """``helm upgrade --reset-then-reuse-values --wait`` with ``values`` over the current ones.
+
+        ``--reset-then-reuse-values``: the chart's own defaults first, then this release's values,
+        so an upgrade to a chart with new values renders (``--reuse-values`` alone would keep
+        the old release's defaults, without the new keys).
+        """
+        self.helm("upgrade", self.name, str(CHART), "-n", self.namespace, "--reset-then-reuse-values",
                   "--wait", "--timeout", f"{HELM_TIMEOUT}s", "-f", _values_file(values))  # fmt: skip
         self.values = _merge(self.values, values)
 

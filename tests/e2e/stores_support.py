@@ -1,16 +1,13 @@
-"""What the store, full-stack and latency legs share: a namespace the webhook injects into, pods
-in it, and reading files inside their app containers.
+"""What the store, full-stack and latency legs share: a namespace the chart's webhook injects
+into, pods in it, and reading files inside their app containers.
 
-The injecting webhook is one fixture, ``injecting_webhook``: today the real webhook served in
-this process (as leg 1 runs it) and registered with the node's apiserver for namespaces that
-carry its label; the chart's release takes its place by swapping that fixture alone, because
-the legs only ever ask it to ``enroll`` a namespace.  Folded into ``tests/e2e/support.py`` when
-that lands.
+The webhook is the chart's own release (``chart_release``, ``tests/e2e/conftest.py``): its
+image, its default installation and resource defaults, its Service and registration, exactly
+what a user installs; ``workspace`` asks it for a namespace it injects into.
 """
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import importlib.util
 import sys
@@ -25,12 +22,11 @@ from typing import Any
 import pytest
 from kubernetes import client  # type: ignore[import-untyped]
 
-from dynconf_k8s.contract import parse_installation
-from dynconf_k8s.webhook.settings import WebhookSettings
+from tests.e2e.conftest import Release
 from tests.e2e.test_smoke import exec_in, statuses, wait_ready
 from tests.fixtures.kube import REPO
-from tests.fixtures.node import KubeNode, ProjectImage
-from tests.testenv.test_node import BUSYBOX, new_namespace
+from tests.fixtures.node import KubeNode
+from tests.testenv.test_node import BUSYBOX
 
 AGENT_PREFIX = "dynamic-config-"
 """Every container the webhook adds is named ``dynamic-config-…`` (agent, init, env wrapper)."""
@@ -53,83 +49,6 @@ def load_conftest(relative: str, name: str) -> ModuleType:
 def annotations(**values: str) -> dict[str, str]:
     """``dynamic-config.rs/<key>`` for every keyword (``_`` in a keyword stands for ``-``)."""
     return {ANNOTATION + key.replace("_", "-"): value for key, value in values.items()}
-
-
-# ---------------------------------------------------------------------------- the webhook
-class InProcessWebhook:
-    """The real webhook in this process, registered for namespaces labelled ``dynconf-e2e``."""
-
-    def __init__(self, admission: Any, hook: Any, label: str) -> None:
-        self.admission, self.hook, self.label = admission, hook, label
-        self.registration = f"e2e-{label}.dynamic-config.rs"
-
-    def register(self) -> None:
-        self.admission.create_mutating_webhook_configuration({
-            "metadata": {"name": self.registration},
-            "webhooks": [{
-                "name": "inject.dynamic-config.rs",
-                "admissionReviewVersions": ["v1"],
-                "sideEffects": "None",
-                "failurePolicy": "Fail",
-                "reinvocationPolicy": "IfNeeded",
-                "timeoutSeconds": 5,
-                "clientConfig": {
-                    "url": f"{self.hook.url}/mutate",
-                    "caBundle": base64.b64encode(Path(self.hook.ca).read_bytes()).decode(),
-                },
-                "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"],
-                           "resources": ["pods"]}],
-                "namespaceSelector": {"matchLabels": {"dynconf-e2e": self.label}},
-            }],
-        })  # fmt: skip
-
-    def enroll(self, core: Any, namespace: str) -> None:
-        """Make the webhook inject into ``namespace``."""
-        core.patch_namespace(namespace, {"metadata": {"labels": {"dynconf-e2e": self.label}}})
-
-    def close(self) -> None:
-        self.admission.delete_mutating_webhook_configuration(self.registration)
-        self.hook.stop()
-
-
-@pytest.fixture(scope="session")
-def injecting_webhook(
-    kube_node: KubeNode,
-    kube_node_client: object,
-    node_image: ProjectImage,
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[InProcessWebhook]:
-    """The webhook that injects the agent image into enrolled namespaces (one per session)."""
-    node_image("agent")
-    support = load_conftest(
-        "packages/dynconf-k8s/tests/webhook/conftest.py", "dynconf_e2e_webhook_support"
-    )
-    hook = support.RunningWebhook(
-        WebhookSettings(installation=parse_installation({})), tmp_path_factory.mktemp("hook")
-    )
-    webhook = InProcessWebhook(
-        client.AdmissionregistrationV1Api(kube_node_client), hook, uuid.uuid4().hex[:8]
-    )
-    webhook.register()
-    try:
-        core = client.CoreV1Api(kube_node_client)
-        probe_namespace = new_namespace(core)
-        webhook.enroll(core, probe_namespace)
-        probe = {
-            "metadata": {
-                "name": "probe",
-                "annotations": annotations(
-                    inject="true", source="redis", endpoint="redis://127.0.0.1:1/0",
-                    key="probe", path="/config/probe.json",
-                ),
-            },
-            "spec": {"containers": [{"name": "app", "image": BUSYBOX}]},
-        }  # fmt: skip
-        support.await_webhook_called(core, probe_namespace, probe)
-        core.delete_namespace(probe_namespace)
-        yield webhook
-    finally:
-        webhook.close()
 
 
 # ---------------------------------------------------------------------------- the namespace
@@ -234,13 +153,11 @@ class Workspace:
 
 
 @pytest.fixture(scope="module")
-def workspace(kube_node_client: object, injecting_webhook: InProcessWebhook) -> Iterator[Workspace]:
-    """A fresh namespace the webhook injects into, deleted after the module."""
-    core = client.CoreV1Api(kube_node_client)
-    namespace = new_namespace(core)
-    injecting_webhook.enroll(core, namespace)
-    yield Workspace(core, namespace)
-    core.delete_namespace(namespace)
+def workspace(chart_release: Release) -> Iterator[Workspace]:
+    """A fresh namespace the chart's webhook injects into, deleted after the module."""
+    namespace = chart_release.injecting_namespace()
+    yield Workspace(chart_release.core, namespace)
+    chart_release.core.delete_namespace(namespace)
 
 
 def bind_auth_delegator(kube_node_client: object, namespace: str, account: str) -> str:

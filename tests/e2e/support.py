@@ -10,29 +10,18 @@ Shared by the legs (import them by these names; they are the stable API):
   ``/proc/1/environ`` inside its container;
 - ``Injector``: a namespace a webhook injects into plus a Consul server its pods reach, with the
   book's annotated pod (``annotations``) and a busybox ``app`` pod runner (``run``);
-- ``in_process_webhook(...)``: the real webhook running in the test process, registered with the
-  node's apiserver by URL for one labelled namespace, yielding an ``Injector`` (the chart-free
-  way; the chart's own release is ``tests/e2e/conftest.py``).
 """
 
 from __future__ import annotations
 
-import base64
-import contextlib
-import importlib.util
 import json
 import time
-import uuid
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 from kubernetes import client  # type: ignore[import-untyped]
 from kubernetes.stream import stream  # type: ignore[import-untyped]
 
-from tests.fixtures.kube import REPO, await_webhook_called
-from tests.fixtures.node import KubeNode
-from tests.testenv.test_node import BUSYBOX, new_namespace
+from tests.testenv.test_node import BUSYBOX
 
 AGENT = "dynamic-config-agent"
 """The injected agent's container name (the contract's)."""
@@ -151,62 +140,3 @@ class Injector:
         )
         wait_ready(self.core, self.namespace, name)
         return time.monotonic() - began
-
-
-def _webhook_support() -> Any:
-    """The webhook tests' ``RunningWebhook`` (their conftest is not importable by name)."""
-    path = REPO / "packages" / "dynconf-k8s" / "tests" / "webhook" / "conftest.py"
-    spec = importlib.util.spec_from_file_location("dynconf_e2e_webhook_support", path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-@contextlib.contextmanager
-def in_process_webhook(
-    kube_node: KubeNode, api_client: object, consul: Any, workdir: Path
-) -> Iterator[Injector]:
-    """The real webhook in this process, registered by URL for one fresh labelled namespace."""
-    from dynconf_k8s.contract import parse_installation
-    from dynconf_k8s.webhook.settings import WebhookSettings
-
-    support = _webhook_support()
-    hook = support.RunningWebhook(WebhookSettings(installation=parse_installation({})), workdir)
-    core = client.CoreV1Api(api_client)
-    admission = client.AdmissionregistrationV1Api(api_client)
-    label = uuid.uuid4().hex[:8]
-    namespace = new_namespace(core)
-    core.patch_namespace(namespace, {"metadata": {"labels": {"dynconf-e2e": label}}})
-    registration = f"e2e-{label}.dynamic-config.rs"
-    admission.create_mutating_webhook_configuration({
-        "metadata": {"name": registration},
-        "webhooks": [{
-            "name": "inject.dynamic-config.rs",
-            "admissionReviewVersions": ["v1"],
-            "sideEffects": "None",
-            "failurePolicy": "Fail",
-            "reinvocationPolicy": "IfNeeded",
-            "timeoutSeconds": 5,
-            "clientConfig": {
-                "url": f"{hook.url}/mutate",
-                "caBundle": base64.b64encode(Path(hook.ca).read_bytes()).decode(),
-            },
-            "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"],
-                       "resources": ["pods"]}],
-            "namespaceSelector": {"matchLabels": {"dynconf-e2e": label}},
-        }],
-    })  # fmt: skip
-    try:
-        with kube_node.expose(consul.port) as endpoint:
-            injection = Injector(core, namespace, endpoint, consul, label)
-            probe = {
-                "metadata": {"name": "probe", "annotations": injection.annotations("probe")},
-                "spec": {"containers": [{"name": "app", "image": BUSYBOX}]},
-            }
-            await_webhook_called(core, namespace, probe)
-            yield injection
-    finally:
-        admission.delete_mutating_webhook_configuration(registration)
-        core.delete_namespace(namespace)
-        hook.stop()

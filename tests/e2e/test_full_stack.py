@@ -30,7 +30,6 @@ from kubernetes import client  # type: ignore[import-untyped]
 from tests.e2e.stores_support import (
     Workspace,
     annotations,
-    injecting_webhook,
     load_conftest,
     serving_pair,
     vault_kubernetes_auth,
@@ -41,7 +40,7 @@ from tests.fixtures.node import KubeNode, ProjectImage
 
 pytestmark = pytest.mark.e2e
 
-__all__ = ["injecting_webhook", "workspace"]  # fixtures, used by name
+__all__ = ["workspace"]  # fixtures, used by name
 
 _git_support = load_conftest("packages/dynconf-store-git/tests/conftest.py", "dynconf_e2e_git")
 
@@ -170,7 +169,6 @@ def stack(
             auth="kubernetes", auth_role="billing", auth_mount=mount, ca_configmap="vault-ca",
             template_configmap="billing-template", path="/config/rendered.yaml",
             native_sidecar="true", watch_seconds=str(WATCH_SECONDS),
-            metrics_port="9110",  # the chart's default (the in-process webhook has none)
         )  # fmt: skip
         began = time.monotonic()
         client.AppsV1Api(ws.core.api_client).create_namespaced_deployment(

@@ -36,7 +36,6 @@ from kubernetes import client  # type: ignore[import-untyped]
 from tests.e2e.stores_support import (
     Workspace,
     annotations,
-    injecting_webhook,
     load_conftest,
     workspace,
 )
@@ -44,7 +43,7 @@ from tests.fixtures.node import KubeNode, ProjectImage
 
 pytestmark = pytest.mark.e2e
 
-__all__ = ["injecting_webhook", "workspace"]  # fixtures, used by name
+__all__ = ["workspace"]  # fixtures, used by name
 
 _configserver_support = load_conftest(
     "packages/dynconf-store-configserver/tests/conftest.py", "dynconf_e2e_configserver"

@@ -4,22 +4,26 @@ Two hundred tiny busybox pods, each with the agent injected as a watching sideca
 key, are created in one burst (16 concurrent creates, as ``kubectl apply -f`` of a List sends
 them one by one); every one must be admitted, with the agent. The webhook's own histogram
 (``dynamic_config_admission_duration_seconds``, summed over its replicas, before and after)
-gives the p99 bucket. The kubelet runs as many as it holds (``maxPods`` 110, the kubelet's
-default, less what already runs) and the leg waits, bounded by ``READY_BUDGET``, for them to be
-Ready; the agents' working sets come from the kubelet's summary API. On two shared cores the
-bound is CPU, not memory: a hundred Python agents starting at once take minutes, so the leg
-reports how many were Ready in the budget and asserts none of the agents was OOMKilled. Not yet
-asserted: a Ready count. Measured 0-1 of 108 Ready after 150 s here (load average 20); whether
-that is only CPU is not diagnosed yet (issue 15).
+gives the p99 bucket; for the leg the webhook requests 500m CPU (``WEBHOOK_SIZED``, and why).
+The kubelet runs as many as it holds (``maxPods`` 110, the kubelet's
+default, less what already runs) and every pod it took must turn Ready within
+``READY_BUDGET``; no agent may be OOMKilled or restarted. The figures: each pod's creation →
+Ready (its Ready condition's transition, whole seconds), and each agent's start → first render
+from its own log, which separates the agent's share from the kubelet's (sandbox, CNI, two
+container starts per pod). On two cores that is CPU-bound: a hundred Python agents importing at
+once, beside a hundred sandboxes being made; the agents' working sets come from the kubelet's
+summary API.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import statistics
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -32,9 +36,18 @@ pytestmark = pytest.mark.e2e
 
 PODS = 200
 CREATORS = 16
-READY_BUDGET = 150.0
-"""Seconds the leg waits for pods to be Ready after the burst (the node holds about 100)."""
+READY_BUDGET = 360.0
+"""Seconds every pod the node took has to turn Ready after the burst (the node holds about 100)."""
 HISTOGRAM = "dynamic_config_admission_duration_seconds"
+WEBHOOK_DEFAULT = {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "64Mi"}}
+"""The chart's (the contract's) webhook resources, restored after the leg."""
+WEBHOOK_SIZED = {"requests": {"cpu": "500m", "memory": "32Mi"}, "limits": {"memory": "64Mi"}}
+"""The webhook sized for a burst on the node it shares with the burst's pods. CPU shares follow
+requests: at the default 10m beside a hundred agents starting (10m each) the webhook gets about
+1 % of a contended CPU, an admission then outlasts ``timeoutSeconds`` 5 and ``failurePolicy:
+Ignore`` admits the pod without the agent (measured: 1 of 200, on two cores loaded by other
+work). On a real cluster the webhook rarely shares a node with the burst; where it may, this is
+the request to give it."""
 
 
 def histogram(release: Release) -> dict[float, float]:
@@ -73,12 +86,17 @@ def scale(
     kube_node: KubeNode, chart_release: Release, consul_server: Any
 ) -> Iterator[tuple[Injector, Release]]:
     namespace = chart_release.injecting_namespace()
-    with kube_node.expose(consul_server.port) as endpoint:
-        yield (
-            Injector(chart_release.core, namespace, endpoint, consul_server, "scale"),
-            (chart_release),
-        )
-    chart_release.core.delete_namespace(namespace)  # 200 pods: not awaited here
+    default = chart_release.values.get("webhook", {}).get("resources") or WEBHOOK_DEFAULT
+    chart_release.upgrade({"webhook": {"resources": WEBHOOK_SIZED}})
+    try:
+        with kube_node.expose(consul_server.port) as endpoint:
+            yield (
+                Injector(chart_release.core, namespace, endpoint, consul_server, "scale"),
+                (chart_release),
+            )
+    finally:
+        chart_release.core.delete_namespace(namespace)  # 200 pods: not awaited here
+        chart_release.upgrade({"webhook": {"resources": default}})
 
 
 def _summary(core: Any, node: str) -> dict[str, Any]:
@@ -120,19 +138,26 @@ def test_two_hundred_pods_admitted_and_the_node_runs_what_it_holds(
 
     deadline = time.monotonic() + READY_BUDGET
     ready: list[Any] = []
-    running_before = None
+    scheduled: list[Any] = []
     while time.monotonic() < deadline:
         pods = core.list_namespaced_pod(injector.namespace).items
-        ready = [p for p in pods if any(c.type == "Ready" and c.status == "True"
-                                        for c in p.status.conditions or [])]  # fmt: skip
-        scheduled = sum(1 for p in pods if p.spec.node_name)
-        if len(ready) == scheduled and scheduled and running_before == len(ready):
-            break  # everything the node took is Ready, and the count held for a poll
-        running_before = len(ready)
+        ready = [p for p in pods if _ready_at(p) is not None]
+        scheduled = [p for p in pods if p.spec.node_name]
+        if scheduled and len(ready) == len(scheduled):
+            break  # everything the node took is Ready
         time.sleep(3)
     ready_after = time.monotonic() - began
     pods = core.list_namespaced_pod(injector.namespace).items
     pending = sum(1 for p in pods if not p.spec.node_name)
+    to_ready = sorted(
+        (ready_at - p.metadata.creation_timestamp).total_seconds()
+        for p in pods if (ready_at := _ready_at(p)) is not None
+    )  # fmt: skip
+    starts = _agent_starts(core, injector.namespace, [p.metadata.name for p in ready][:20])
+    restarted = [
+        f"{p.metadata.name}/{c.name}" for p in pods for c in p.status.container_statuses or []
+        if c.restart_count
+    ]  # fmt: skip
     oom = [
         f"{p.metadata.name}/{c.name}"
         for p in pods for c in [*(p.status.init_container_statuses or []),
@@ -157,8 +182,12 @@ def test_two_hundred_pods_admitted_and_the_node_runs_what_it_holds(
     print(
         f"\ne2e scale: {len(made)} pods created in {admitted:.1f} s ({CREATORS} at a time), "
         f"{len(injected)} injected; webhook admission p50 <= {p50 * 1000:g} ms, "
-        f"p99 <= {p99 * 1000:g} ms (histogram buckets); {len(ready)} Ready "
-        f"{ready_after:.0f} s after the burst, {pending} unschedulable (maxPods); agent working "
+        f"p99 <= {p99 * 1000:g} ms (histogram buckets); {len(ready)} of {len(scheduled)} "
+        f"scheduled Ready {ready_after:.0f} s after the burst, {pending} unschedulable "
+        f"(maxPods); creation → Ready p50 {_q(to_ready, 0.5):.0f} s, p95 "
+        f"{_q(to_ready, 0.95):.0f} s, max {_q(to_ready, 1.0):.0f} s; agent start → first "
+        f"render ({len(starts)} agents) p50 {_q(starts, 0.5):.1f} s, max {_q(starts, 1.0):.1f} s; "
+        "agent working "
         + (
             f"set per pod mean {statistics.mean(sets):.1f} MiB, max {max(sets):.1f} MiB "
             f"over {len(sets)} agents"
@@ -171,3 +200,42 @@ def test_two_hundred_pods_admitted_and_the_node_runs_what_it_holds(
     assert refused == 0
     assert sets, "the kubelet's summary names no agent container"
     assert oom == [], f"agents OOMKilled: {oom}"
+    assert restarted == [], f"containers restarted: {restarted}"
+    unready = sorted({p.metadata.name for p in scheduled} - {p.metadata.name for p in ready})
+    assert not unready, (
+        f"{len(unready)} scheduled pods not Ready in {READY_BUDGET:.0f} s: {unready[:5]}"
+    )
+
+
+def _ready_at(pod: Any) -> Any:
+    """When ``pod`` turned Ready (its condition's transition), or ``None`` while it is not."""
+    for condition in pod.status.conditions or []:
+        if condition.type == "Ready" and condition.status == "True":
+            return condition.last_transition_time
+    return None
+
+
+def _agent_starts(core: Any, namespace: str, names: list[str]) -> list[float]:
+    """Seconds from each agent's ``agent starting`` log line to its first ``rendered``."""
+    starts: list[float] = []
+    for name in names:
+        raw: bytes = core.read_namespaced_pod_log(
+            name, namespace, container=AGENT, _preload_content=False
+        ).data
+        events: dict[str, str] = {}
+        for line in raw.decode(errors="replace").splitlines():
+            with contextlib.suppress(ValueError):
+                record = json.loads(line)
+                events.setdefault(str(record.get("event")), str(record.get("ts")))
+        if "agent starting" in events and "rendered" in events:
+            began = datetime.fromisoformat(events["agent starting"].replace("Z", "+00:00"))
+            done = datetime.fromisoformat(events["rendered"].replace("Z", "+00:00"))
+            starts.append((done - began).total_seconds())
+    return sorted(starts)
+
+
+def _q(values: list[float], q: float) -> float:
+    """The ``q`` quantile of sorted ``values`` (nearest rank; nan when there are none)."""
+    if not values:
+        return float("nan")
+    return values[min(len(values) - 1, max(0, round(q * len(values)) - 1))]

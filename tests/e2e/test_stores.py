@@ -33,7 +33,6 @@ from tests.e2e.stores_support import (
     Workspace,
     annotations,
     bind_auth_delegator,
-    injecting_webhook,
     load_conftest,
     serving_pair,
     unbind_auth_delegator,
@@ -44,7 +43,7 @@ from tests.fixtures.node import KubeNode
 
 pytestmark = pytest.mark.e2e
 
-__all__ = ["injecting_webhook", "ssh_server", "workspace"]  # fixtures, used by name
+__all__ = ["ssh_server", "workspace"]  # fixtures, used by name
 
 _git_support = load_conftest("packages/dynconf-store-git/tests/conftest.py", "dynconf_e2e_git")
 ssh_server = _git_support.ssh_server
