@@ -243,6 +243,7 @@ def test_the_minimum_interval_spaces_two_rollouts(
     second = followed.wait_for(3, timeout=30)
 
     assert second - first >= 6.0 - 1.0  # the floor, less the watch's own delivery delay
+    print(f"\nrestarts: second rollout {second - first:.1f} s after the first (floor 6 s)")
     assert [g for g, _ in followed.seen] == [1, 2, 3]
 
 
