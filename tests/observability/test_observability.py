@@ -50,6 +50,8 @@ OPERATOR = [
     "last_render_timestamp_seconds",
     "reconcile_duration_seconds",
     "reconcile_failures_total",
+    "restarts_total",
+    "restart_failures_total",
 ]
 EMITTED = {
     **{f"dynamic_config_agent_{s}": ("agent", s) for s in AGENT},

@@ -5,6 +5,8 @@
   built from :data:`dynconf_k8s.operator.rbac.RULES` — so every call the operator makes must be
   granted by exactly that role, and a missing rule fails here with a 403.
 - ``operator``: an in-process :class:`Operator` on that identity, stopped after the test.
+- ``restarting_operator``: a factory for an :class:`Operator` with restarts on, under a second
+  ServiceAccount bound to ``RULES`` + ``RESTART_RULES`` (stopped after the test).
 - ``namespace``: a fresh namespace per test, deleted afterwards.
 - ``await_item`` / ``await_gone``: bounded waits on a watch (list first, then follow events).
 """
@@ -25,6 +27,7 @@ from kubernetes.client.rest import ApiException  # type: ignore[import-untyped]
 from dynconf_k8s.operator.crds import crd_manifests
 from dynconf_k8s.operator.manager import Operator
 from dynconf_k8s.operator.rbac import cluster_role
+from dynconf_k8s.operator.restarts import RestartSettings
 from dynconf_k8s.operator.types import GROUP, PLURALS, RENDER_KIND, VERSION
 
 SYSTEM_NAMESPACE = "dynconf-operator-system"
@@ -99,27 +102,29 @@ def operator_crds(kube_client: Any) -> list[dict[str, Any]]:
             ext.list_custom_resource_definition,
             lambda item: any(
                 c["type"] == "Established" and c["status"] == "True"
-                for c in (item.get("status") or {}).get("conditions", [])
+                for c in ((item.get("status") or {}).get("conditions") or [])
             ),
             field_selector=f"metadata.name={name}",
         )
     return crds
 
 
-@pytest.fixture(scope="session")
-def operator_kubeconfig(
+def _bound_kubeconfig(
     kube_client: Any,
     kube_control_plane: Any,
     mint_sa_token: Callable[..., str],
-    operator_crds: list[dict[str, Any]],
     tmp_path_factory: pytest.TempPathFactory,
+    *,
+    account: str,
+    role: str,
+    restarts: bool,
 ) -> Path:
-    """A kubeconfig for the operator's ServiceAccount, bound to the RULES ClusterRole only."""
-    token = mint_sa_token(SYSTEM_NAMESPACE, SERVICE_ACCOUNT, expiration_seconds=86400)
+    """A kubeconfig for ServiceAccount ``account``, bound to the ClusterRole ``role`` only."""
+    token = mint_sa_token(SYSTEM_NAMESPACE, account, expiration_seconds=86400)
     rbac = client.RbacAuthorizationV1Api(kube_client)
     rbac.patch_cluster_role(
-        ROLE,
-        cluster_role(ROLE),
+        role,
+        cluster_role(role, restarts=restarts),
         field_manager="dynconf-tests",
         force=True,
         _content_type="application/apply-patch+yaml",
@@ -127,14 +132,12 @@ def operator_kubeconfig(
     binding = {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRoleBinding",
-        "metadata": {"name": ROLE},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": ROLE},
-        "subjects": [
-            {"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": SYSTEM_NAMESPACE}
-        ],
+        "metadata": {"name": role},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+        "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": SYSTEM_NAMESPACE}],
     }
     rbac.patch_cluster_role_binding(
-        ROLE,
+        role,
         binding,
         field_manager="dynconf-tests",
         force=True,
@@ -156,23 +159,89 @@ def operator_kubeconfig(
         "contexts": [{"name": "operator", "context": {"cluster": "test", "user": "operator"}}],
         "current-context": "operator",
     }
-    path = tmp_path_factory.mktemp("operator") / "kubeconfig"
+    path = tmp_path_factory.mktemp(account) / "kubeconfig"
     path.write_text(yaml.safe_dump(config))
     return path
 
 
 @pytest.fixture(scope="session")
-def operator_api(operator_kubeconfig: Path) -> Iterator[Any]:
+def operator_kubeconfig(
+    kube_client: Any,
+    kube_control_plane: Any,
+    mint_sa_token: Callable[..., str],
+    operator_crds: list[dict[str, Any]],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Path:
+    """A kubeconfig for the operator's ServiceAccount, bound to the RULES ClusterRole only."""
+    return _bound_kubeconfig(
+        kube_client,
+        kube_control_plane,
+        mint_sa_token,
+        tmp_path_factory,
+        account=SERVICE_ACCOUNT,
+        role=ROLE,
+        restarts=False,
+    )
+
+
+def _api(kubeconfig: Path) -> Any:
     from kubernetes import config
 
     configuration = client.Configuration()
-    config.load_kube_config(
-        config_file=str(operator_kubeconfig), client_configuration=configuration
-    )
+    config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)
     configuration.connection_pool_maxsize = 16
-    api = client.ApiClient(configuration)
+    return client.ApiClient(configuration)
+
+
+@pytest.fixture(scope="session")
+def operator_api(operator_kubeconfig: Path) -> Iterator[Any]:
+    api = _api(operator_kubeconfig)
     yield api
     api.close()
+
+
+@pytest.fixture(scope="session")
+def restarts_api(
+    kube_client: Any,
+    kube_control_plane: Any,
+    mint_sa_token: Callable[..., str],
+    operator_crds: list[dict[str, Any]],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Any]:
+    """The operator's identity with restarts on: RULES + RESTART_RULES, nothing more."""
+    kubeconfig = _bound_kubeconfig(
+        kube_client,
+        kube_control_plane,
+        mint_sa_token,
+        tmp_path_factory,
+        account=f"{SERVICE_ACCOUNT}-restarts",
+        role=f"{ROLE}-restarts",
+        restarts=True,
+    )
+    api = _api(kubeconfig)
+    yield api
+    api.close()
+
+
+@pytest.fixture
+def restarting_operator(restarts_api: Any) -> Iterator[Callable[..., Operator]]:
+    """``start(min_interval=…, settle=…)``: a running Operator with restarts on."""
+    started: list[Operator] = []
+
+    def start(min_interval: float = 60.0, settle: float = 5.0) -> Operator:
+        running = Operator(
+            restarts_api,
+            identity="test-restarts",
+            workers=2,
+            restarts=RestartSettings(min_interval=min_interval, settle=settle),
+        )
+        running.start()
+        started.append(running)
+        return running
+
+    yield start
+    for running in started:
+        running.stop()
 
 
 @pytest.fixture

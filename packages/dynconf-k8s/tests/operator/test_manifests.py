@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from dynconf_k8s.operator.crds import crd_file_name, crd_manifests, crd_yaml
-from dynconf_k8s.operator.rbac import RULES
+from dynconf_k8s.operator.rbac import RESTART_RULES, RULES
 
 REPO = Path(__file__).resolve().parents[4]
 OPERATOR = Path(sys.executable).with_name("dynamic-config-operator")
@@ -56,26 +56,56 @@ def _rules(rules: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
     }
 
 
-def test_chart_cluster_role_grants_exactly_what_the_code_uses(helm_bin: Path) -> None:
-    rendered = subprocess.run(
-        [
-            str(helm_bin),
-            "template",
-            "t",
-            str(REPO / "charts" / "dynamic-config"),
-            "--set",
-            "operator.enabled=true",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+def _operator(helm_bin: Path, *sets: str) -> tuple[dict[str, Any], dict[str, str]]:
+    """The chart's operator ClusterRole and its container's literal env, rendered by helm."""
+    argv = [str(helm_bin), "template", "t", str(REPO / "charts" / "dynamic-config")]
+    for value in ("operator.enabled=true", *sets):
+        argv += ["--set", value]
+    rendered = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
+    docs = [doc for doc in yaml.safe_load_all(rendered) if doc]
     roles = [
         doc
-        for doc in yaml.safe_load_all(rendered)
-        if doc
-        and doc.get("kind") == "ClusterRole"
-        and doc["metadata"]["name"].endswith("-operator")
+        for doc in docs
+        if doc.get("kind") == "ClusterRole" and doc["metadata"]["name"].endswith("-operator")
     ]
     assert len(roles) == 1, "the chart renders no operator ClusterRole"
-    assert _rules(roles[0]["rules"]) == _rules(list(RULES))
+    (deployment,) = [
+        doc
+        for doc in docs
+        if doc.get("kind") == "Deployment" and doc["metadata"]["name"].endswith("-operator")
+    ]
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    env = {item["name"]: item["value"] for item in container["env"] if "value" in item}
+    return roles[0], env
+
+
+def test_chart_cluster_role_grants_exactly_what_the_code_uses(helm_bin: Path) -> None:
+    role, env = _operator(helm_bin)
+    assert _rules(role["rules"]) == _rules(list(RULES))
+    assert not any(name.startswith("DYNAMIC_CONFIG_OPERATOR_RESTART") for name in env)
+
+
+def test_chart_restarts_add_the_workload_rules_and_the_settings(helm_bin: Path) -> None:
+    role, env = _operator(
+        helm_bin,
+        "operator.restarts.enabled=true",
+        "operator.restarts.minIntervalSeconds=90",
+        "operator.restarts.settleSeconds=2m",
+    )
+
+    assert _rules(role["rules"]) == _rules([*RULES, *RESTART_RULES])
+    assert {name: env[name] for name in env if "RESTART" in name} == {
+        "DYNAMIC_CONFIG_OPERATOR_RESTARTS": "true",
+        "DYNAMIC_CONFIG_OPERATOR_RESTART_MIN_INTERVAL": "90",
+        "DYNAMIC_CONFIG_OPERATOR_RESTART_SETTLE": "2m",
+    }
+
+
+def test_chart_refuses_a_restart_interval_that_is_not_a_length_of_time(helm_bin: Path) -> None:
+    argv = [str(helm_bin), "template", "t", str(REPO / "charts" / "dynamic-config")]
+    for value in ("operator.enabled=true", "operator.restarts.minIntervalSeconds=soon"):
+        argv += ["--set", value]
+    result = subprocess.run(argv, capture_output=True, text=True)
+
+    assert result.returncode != 0
+    assert "minIntervalSeconds" in result.stderr

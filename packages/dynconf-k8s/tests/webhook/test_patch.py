@@ -624,3 +624,9 @@ def test_events_agent_gets_a_projected_token_and_only_then(pod_with, judge, adde
 
     plain = judge(pod_with(), env=env)
     assert "dynamic-config-token" not in json.dumps(ops_of(plain))
+
+
+def test_the_restart_annotations_a_pod_template_carries_are_admitted(pod_with, judge):
+    # a Deployment's template copied into the pod: the opt-in and the operator's fingerprint
+    pod = pod_with({"restart-on-change": "true", "rendered-fingerprint": "0" * 32})
+    assert judge(pod).outcome == "patched"

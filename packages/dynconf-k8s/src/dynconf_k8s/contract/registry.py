@@ -429,6 +429,22 @@ KEYS: Final[tuple[Key, ...]] = (
         "Restart the env-injected container when the file changes.",
     ),
     _k(
+        "restart-on-change",
+        False,
+        '"true" or "false"',
+        "absent: the workload is never rolled",
+        "On a Deployment, StatefulSet or DaemonSet: the operator rolls it when a target it "
+        "consumes changes.",
+    ),
+    _k(
+        "rendered-fingerprint",
+        False,
+        "32 hex digits",
+        "written by the operator",
+        "On a pod template: the rendered targets its pods were rolled for; the operator's to "
+        "write.",
+    ),
+    _k(
         "metrics-port",
         True,
         "a port, 0 opts out",

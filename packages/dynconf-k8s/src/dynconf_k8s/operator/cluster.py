@@ -150,27 +150,50 @@ class Cluster:
             _preload_content=False,
         )
 
+    # -- deployments/statefulsets/daemonsets: patch (restarts only) -----------------------------
+
+    def patch_template_annotation(
+        self, plural: str, namespace: str, name: str, key: str, value: str
+    ) -> None:
+        """Set one pod-template annotation (a rollout under the workload's own strategy)."""
+        apps = client.AppsV1Api(self.api_client)
+        patch = {
+            "deployments": apps.patch_namespaced_deployment,
+            "statefulsets": apps.patch_namespaced_stateful_set,
+            "daemonsets": apps.patch_namespaced_daemon_set,
+        }[plural]
+        body = {"spec": {"template": {"metadata": {"annotations": {key: value}}}}}
+        patch(name, namespace, body, _content_type=_MERGE, _preload_content=False)
+
     # -- events: create ------------------------------------------------------------------------
 
     def post_event(self, render: DynamicConfigRender, kind: str, reason: str, message: str) -> None:
         """Record a core/v1 Event on the Render; a refused Event is logged, never fatal."""
+        involved = {
+            "apiVersion": API_VERSION,
+            "kind": RENDER_KIND,
+            "name": render.name,
+            "namespace": render.namespace,
+            "uid": render.uid,
+            "resourceVersion": render.resource_version,
+        }
+        self.post_event_on(involved, kind, reason, message, action="Render")
+
+    def post_event_on(
+        self, involved: dict[str, Any], kind: str, reason: str, message: str, *, action: str
+    ) -> None:
+        """Record a core/v1 Event on any namespaced object; refused is logged, never fatal."""
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        namespace = involved["namespace"]
         body = {
             "apiVersion": "v1",
             "kind": "Event",
-            "metadata": {"generateName": f"{render.name}.", "namespace": render.namespace},
-            "involvedObject": {
-                "apiVersion": API_VERSION,
-                "kind": RENDER_KIND,
-                "name": render.name,
-                "namespace": render.namespace,
-                "uid": render.uid,
-                "resourceVersion": render.resource_version,
-            },
+            "metadata": {"generateName": f"{involved['name']}.", "namespace": namespace},
+            "involvedObject": involved,
             "reason": reason,
             "message": message[:_EVENT_MESSAGE_LIMIT],
             "type": kind,
-            "action": "Render",
+            "action": action,
             "source": {"component": FIELD_MANAGER},
             "reportingComponent": FIELD_MANAGER,
             "reportingInstance": self.identity,
@@ -179,11 +202,14 @@ class Cluster:
             "count": 1,
         }
         try:
-            self.core.create_namespaced_event(render.namespace, body, _preload_content=False)
+            self.core.create_namespaced_event(namespace, body, _preload_content=False)
         except ApiException as error:
             log.warning(
                 "event_refused",
-                extra={"render": f"{render.namespace}/{render.name}", "status": error.status},
+                extra={
+                    "object": f"{involved['kind']}/{namespace}/{involved['name']}",
+                    "status": error.status,
+                },
             )
 
     @staticmethod

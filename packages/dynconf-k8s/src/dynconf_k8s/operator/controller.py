@@ -260,32 +260,40 @@ class WorkQueue(Generic[K]):
         self._cond.notify()
 
 
-class Controller:
-    """Workers over a queue of Render keys; ``reconcile(key)`` returns the next interval.
+class Controller(Generic[K]):
+    """Workers over a queue of object keys; ``reconcile(key)`` returns the next interval.
 
-    ``reconcile`` returns ``None`` when the object is gone (the key is forgotten), the base
-    seconds until the next reconcile on success, and raises on failure.
+    ``reconcile`` returns ``None`` when nothing is due (the key is forgotten until an event
+    queues it again), the base seconds until the next reconcile on success, and raises on
+    failure. ``spread_success=False`` requeues a success after exactly the seconds returned:
+    for a handler whose interval is a floor (a rate limit), not a cadence.
     """
 
     def __init__(
         self,
-        reconcile: Callable[[tuple[str, str]], float | None],
+        reconcile: Callable[[K], float | None],
         *,
         workers: int = 4,
         reported: tuple[type[BaseException], ...] = (),
+        name: str = "reconcile",
+        subject: str = "render",
+        spread_success: bool = True,
     ) -> None:
-        self.queue: WorkQueue[tuple[str, str]] = WorkQueue()
+        self.queue: WorkQueue[K] = WorkQueue()
         self._reconcile = reconcile
         self._workers = workers
         self._reported = reported
-        self._failures: dict[tuple[str, str], int] = {}
+        self._name = name
+        self._subject = subject
+        self._spread_success = spread_success
+        self._failures: dict[K, int] = {}
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
 
-    def enqueue(self, key: tuple[str, str], delay: float = 0.0) -> None:
+    def enqueue(self, key: K, delay: float = 0.0) -> None:
         self.queue.add(key, delay)
 
-    def forget(self, key: tuple[str, str]) -> None:
+    def forget(self, key: K) -> None:
         self.queue.forget(key)
         with self._lock:
             self._failures.pop(key, None)
@@ -293,7 +301,7 @@ class Controller:
     def start(self, stop: threading.Event) -> None:
         for index in range(self._workers):
             thread = threading.Thread(
-                target=self._work, args=(stop,), name=f"reconcile-{index}", daemon=True
+                target=self._work, args=(stop,), name=f"{self._name}-{index}", daemon=True
             )
             thread.start()
             self._threads.append(thread)
@@ -318,7 +326,7 @@ class Controller:
             finally:
                 self.queue.done(key)
 
-    def _one(self, key: tuple[str, str]) -> None:
+    def _one(self, key: K) -> None:
         try:
             interval = self._reconcile(key)
         except Exception as error:  # every failure backs off here, whatever raised it
@@ -326,7 +334,7 @@ class Controller:
                 failures = self._failures.get(key, 0) + 1
                 self._failures[key] = failures
             if not isinstance(error, self._reported):
-                log.exception("reconcile_crashed", extra={"render": "/".join(key)})
+                log.exception("reconcile_crashed", extra={self._subject: _key_text(key)})
             self.queue.add(key, spread(backoff_seconds(failures)))
             return
         with self._lock:
@@ -334,4 +342,9 @@ class Controller:
         if interval is None:
             self.queue.forget(key)
         else:
-            self.queue.add(key, spread(interval))
+            self.queue.add(key, spread(interval) if self._spread_success else interval)
+
+
+def _key_text(key: Hashable) -> str:
+    """``ns/name`` (or ``plural/ns/name``) for a log line."""
+    return "/".join(map(str, key)) if isinstance(key, tuple) else str(key)

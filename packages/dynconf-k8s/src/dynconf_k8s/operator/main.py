@@ -10,6 +10,11 @@ the lease back. A lost lease ends the process with exit code 1.
 The API server is reached in-cluster (the pod's ServiceAccount) when
 ``KUBERNETES_SERVICE_HOST`` is set, else through ``KUBECONFIG`` / ``~/.kube/config``.
 ``DYNAMIC_CONFIG_OPERATOR_WORKERS`` (default 4) sets how many Renders reconcile at once.
+``DYNAMIC_CONFIG_OPERATOR_RESTARTS=true`` rolls workloads annotated ``restart-on-change``
+(:mod:`dynconf_k8s.operator.restarts`), at most once per
+``DYNAMIC_CONFIG_OPERATOR_RESTART_MIN_INTERVAL`` (default 60 s) per workload, a write judged
+``DYNAMIC_CONFIG_OPERATOR_RESTART_SETTLE`` (default 5 s) after it lands; a bad value ends the
+start with exit code 2 and the variable named.
 ``OTEL_EXPORTER_OTLP_ENDPOINT`` turns on OTLP traces (one span per reconcile, service
 ``dynamic-config-operator``), flushed within a bounded wait on the way out.
 """
@@ -39,6 +44,7 @@ from dynconf_k8s.operator.metrics import (
     OperatorMetrics,
     parse_addr,
 )
+from dynconf_k8s.operator.restarts import SettingsError, restart_settings
 
 __all__ = ["api_client_from_environment", "main", "run"]
 
@@ -66,6 +72,11 @@ def run(environ: dict[str, str] | None = None) -> int:
     env = dict(os.environ if environ is None else environ)
     configure_logging(env.get("RUST_LOG", "INFO").upper() if env.get("RUST_LOG") else "INFO")
     workers = max(1, int(env.get(WORKERS_ENV, "4") or "4"))
+    try:
+        restarts = restart_settings(env)
+    except SettingsError as error:
+        log.error("settings_refused", extra={"problem": str(error)})
+        return 2
     stop = threading.Event()
     lost = threading.Event()
 
@@ -100,7 +111,12 @@ def run(environ: dict[str, str] | None = None) -> int:
         )
 
     operator = Operator(
-        api_client, identity=identity, workers=workers, metrics=metrics, tracing=tracing
+        api_client,
+        identity=identity,
+        workers=workers,
+        metrics=metrics,
+        tracing=tracing,
+        restarts=restarts,
     )
     operator.start()
     if elector is not None:

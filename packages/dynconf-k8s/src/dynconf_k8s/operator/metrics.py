@@ -3,7 +3,9 @@
 Series (prefix ``dynamic_config_operator_``): ``renders_total`` (reconciles that left the
 target current, written or not), ``render_failures_total`` (class, store or render refusals),
 ``last_render_timestamp_seconds``, ``reconcile_duration_seconds`` (histogram, 0.01…60 s) and
-``reconcile_failures_total`` (every failed reconcile, API refusals included). Only the leader
+``reconcile_failures_total`` (every failed reconcile, API refusals included), and with restarts
+on, ``restarts_total`` (rollouts started) and ``restart_failures_total`` (rollout patches
+refused). Only the leader
 reconciles, so a follower's series stay flat. ``/healthz`` answers while the process lives and
 ``/readyz`` is always ready: a follower is healthy, and the Render status carries readiness.
 """
@@ -69,6 +71,16 @@ class OperatorMetrics:
         self.reconcile_failures = Counter(
             f"{PREFIX}_reconcile_failures",
             "Reconciles that failed, API refusals included.",
+            registry=self.registry,
+        )
+        self.restarts = Counter(
+            f"{PREFIX}_restarts",
+            "Rollouts started for workloads annotated restart-on-change.",
+            registry=self.registry,
+        )
+        self.restart_failures = Counter(
+            f"{PREFIX}_restart_failures",
+            "Rollout patches the API server refused.",
             registry=self.registry,
         )
 

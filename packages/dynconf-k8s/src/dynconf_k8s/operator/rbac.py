@@ -5,6 +5,9 @@ The chart's operator ClusterRole is compared against :data:`RULES` by a test, an
 tests run the operator under a ServiceAccount bound to a role built from :data:`RULES`, so a
 new call without its rule fails there with a 403 rather than in a cluster.
 
+:data:`RESTART_RULES` are added only when restarts are on (the chart's
+``operator.restarts.enabled``): an operator that never rolls a workload cannot read or patch one.
+
 ``secrets: get`` is cluster-wide on purpose: a cluster class's credential lives in the platform
 team's namespace and is read with the operator's identity, never the tenant's.
 """
@@ -15,7 +18,7 @@ from typing import Any, Final
 
 from dynconf_k8s.operator.types import GROUP, PLURALS, RENDER_KIND
 
-__all__ = ["RULES", "cluster_role"]
+__all__ = ["RESTART_RULES", "RULES", "cluster_role"]
 
 RULES: Final[tuple[dict[str, list[str]], ...]] = (
     {
@@ -44,11 +47,22 @@ RULES: Final[tuple[dict[str, list[str]], ...]] = (
 """Contract §4.4, rule by rule (configmaps keep list/watch as the chart grants them)."""
 
 
-def cluster_role(name: str) -> dict[str, Any]:
-    """A ClusterRole manifest granting :data:`RULES`."""
+RESTART_RULES: Final[tuple[dict[str, list[str]], ...]] = (
+    {
+        "apiGroups": ["apps"],
+        "resources": ["daemonsets", "deployments", "statefulsets"],
+        "verbs": ["get", "list", "watch", "patch"],
+    },
+)
+"""What restarts add: watch the three workload kinds, patch their pod template's annotation."""
+
+
+def cluster_role(name: str, *, restarts: bool = False) -> dict[str, Any]:
+    """A ClusterRole manifest granting :data:`RULES` (and :data:`RESTART_RULES` when asked)."""
+    rules = RULES + RESTART_RULES if restarts else RULES
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRole",
         "metadata": {"name": name},
-        "rules": [dict(rule) for rule in RULES],
+        "rules": [dict(rule) for rule in rules],
     }

@@ -98,8 +98,10 @@ class Reconciler:
         *,
         fetch: Callable[[StoreSpec], Fetched] | None = None,
         tracing: Tracing | None = None,
+        written: Callable[[str, TargetRef], None] | None = None,
     ) -> None:
         self.cluster = cluster
+        self.written = written  # told of every target write: restarts follow writes
         self.classes = classes
         self.metrics = metrics
         self.fetch = fetch
@@ -197,6 +199,8 @@ class Reconciler:
         # applying without it would make server-side apply drop the field we own.
         owners = [ours] if wants_owner or has_ours else []
         self.cluster.apply_target(ref, namespace, data, owners)
+        if self.written is not None:
+            self.written(namespace, ref)
         log.info(
             "target_written",
             extra={

@@ -37,6 +37,7 @@ __all__ = [
     "RenderStatus",
     "RenderTarget",
     "TokenSecretRef",
+    "WorkloadRestart",
 ]
 
 GROUP: Final = "dynamic-config.rs"
@@ -61,6 +62,10 @@ class Reason:
     CLASS_NOT_FOUND: Final = "ClassNotFound"
     CLASS_NOT_ALLOWED: Final = "ClassNotAllowed"
     RENDER_FAILED: Final = "RenderFailed"
+    RESTARTED: Final = "Restarted"
+    """Event reason: an opted-in workload was rolled for a changed target."""
+    RESTART_FAILED: Final = "RestartFailed"
+    """Event reason: the rollout patch was refused (the reason is in the message)."""
 
 
 class _Model(BaseModel):
@@ -156,6 +161,19 @@ class Condition(_Model):
     last_transition_time: str = Field(alias="lastTransitionTime")
 
 
+class WorkloadRestart(_Model):
+    """One workload the operator rolled because this Render's target changed."""
+
+    kind: str = Field(description="Deployment, StatefulSet or DaemonSet.")
+    name: str = Field(description="The workload's name, in the Render's namespace.")
+    restarted_at: str = Field(
+        alias="restartedAt", description="When the rollout was started (RFC 3339)."
+    )
+    fingerprint: str = Field(
+        description="The rendered fingerprint its pod template now carries (no value in it)."
+    )
+
+
 class RenderStatus(_Model):
     """What the operator last observed; `lastError` names kind and path, never a value."""
 
@@ -174,6 +192,13 @@ class RenderStatus(_Model):
         description="Why the last attempt failed: kind and path only, never a value.",
     )
     conditions: list[Condition] = Field(default_factory=list)
+    restarts: list[WorkloadRestart] = Field(
+        default_factory=list,
+        description=(
+            "The workloads (annotated dynamic-config.rs/restart-on-change) last rolled for this "
+            "target, newest first, one entry per workload."
+        ),
+    )
 
 
 class _Object(_Model):
