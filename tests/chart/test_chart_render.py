@@ -719,14 +719,16 @@ def test_explain_is_off_by_default_and_binds_nobody_unless_told(
     assert not [d for d in unbound if d["kind"] == "RoleBinding"]
 
 
-def test_a_release_upgraded_with_reuse_values_from_before_explain_renders(
-    helm_bin: Path, tmp_path: Path
+@pytest.mark.parametrize("added", ["webhook.explain", "operator.restarts"])
+def test_a_release_upgraded_with_reuse_values_from_before_a_value_existed_renders(
+    helm_bin: Path, tmp_path: Path, added: str
 ) -> None:
-    # `helm upgrade --reuse-values` from a chart without webhook.explain: the key is absent
-    older = _render(helm_bin, tmp_path, "webhook.explain=null")
+    # `helm upgrade --reuse-values` from a chart that did not have the value: the key is absent
+    older = _render(helm_bin, tmp_path, "operator.enabled=true", f"{added}=null")
 
-    assert "DYNAMIC_CONFIG_WEBHOOK_EXPLAIN" not in env_of(_container(_webhook(older), "webhook"))
-    assert not [d for d in older if d["metadata"]["name"].endswith("-explain")]
+    env = {k for d in older if d["kind"] == "Deployment" for c in d["spec"]["template"]["spec"]
+           ["containers"] for k in env_of(c)}  # fmt: skip
+    assert not {"DYNAMIC_CONFIG_WEBHOOK_EXPLAIN", "DYNAMIC_CONFIG_OPERATOR_RESTARTS"} & env
 
 
 API_FEATURES: dict[str, tuple[tuple[str, ...], bool]] = {
