@@ -141,8 +141,8 @@ def spec_refusals(spec: StoreSpec) -> list[str]:
             "the private CA with --ca"
         )
     for value, flag in (
-        (spec.token, "a token"),
-        (spec.password, "a password slot"),
+        (spec.token, "token"),
+        (spec.password, "password slot"),
         (spec.auth_username, "--auth-username"),
         (spec.auth_role, "--auth-role"),
         (spec.auth_mount, "--auth-mount"),
