@@ -5,7 +5,7 @@ Three parts, each in its own module, meet here:
 * the **builder**: every source and runtime-layer method is a validated setter of
   :class:`~dynconf.resolve.LoadSpec`, the object ``dynconf resolve`` builds from a spec file,
   so a bad path or alias is the same refusal from either front end, raised by the call;
-* the **lifecycle** (:class:`dynconf.lifecycle.Lifecycle`): resolve → validate → install,
+* the **lifecycle** (:class:`dynconf.lifecycle.ConfigLifecycle`): resolve → validate → install,
   generations, refusals, the cache, reload hooks and streams;
 * the **remote layer** (:class:`dynconf.remote_layer.RemoteLayer`): the store, its one-shot
   reads and its follower.
@@ -49,10 +49,10 @@ from dynconf.errors import (
 from dynconf.follow import AsyncSourceError
 from dynconf.layers import Contribution
 from dynconf.lifecycle import (
+    ConfigLifecycle,
     ConfigStatus,
     Failure,
     HookGuard,
-    Lifecycle,
     M,
     ReloadReason,
 )
@@ -78,7 +78,7 @@ __all__ = [
 log = logging.getLogger("dynconf.engine")
 
 
-class DynamicConfig(Lifecycle[M]):
+class DynamicConfig(ConfigLifecycle[M]):
     """A live, typed view of one configuration section.
 
     Build it with chained source methods, then ``init()``. Sources are fixed after the

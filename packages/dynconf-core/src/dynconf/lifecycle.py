@@ -7,7 +7,7 @@ A refused reload installs nothing: the previous snapshot keeps serving (last-kno
 the generation does not move, and the refusal is recorded as (kind, path) — never a value.
 A success always installs, even with identical content, and the generation goes up by one.
 
-:class:`Lifecycle` is the base of :class:`dynconf.config.DynamicConfig`, which adds the
+:class:`ConfigLifecycle` is the base of :class:`dynconf.config.DynamicConfig`, which adds the
 builder (validated setters over :class:`~dynconf.resolve.LoadSpec`), the remote layer
 (:mod:`dynconf.remote_layer`) and the file watch; ``ConfigGroup`` installs several
 configurations at once through ``_prepare``, ``_install`` and ``_announce``.
@@ -50,7 +50,7 @@ __all__ = [
     "ConfigStatus",
     "Failure",
     "HookGuard",
-    "Lifecycle",
+    "ConfigLifecycle",
     "ReloadReason",
 ]
 
@@ -156,7 +156,7 @@ class _Snapshot(Generic[M]):
     fingerprint: str = field(default="")
 
 
-class Lifecycle(Generic[M]):
+class ConfigLifecycle(Generic[M]):
     """Resolve, validate and install one section; the generation, status and hooks.
 
     What to load is the subclass's :meth:`_spec_for_load`; everything else — the snapshot,

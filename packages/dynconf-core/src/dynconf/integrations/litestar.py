@@ -29,13 +29,13 @@ from dynconf.integrations._common import (
     current,
     lifecycle_of,
     missing,
+    reply_to_async,
     request_snapshot,
 )
 from dynconf.integrations._common import routes as route_table
 from dynconf.watch import DEFAULT_DEBOUNCE
 
 try:
-    import anyio.to_thread
     from litestar import Litestar, Request, Response, get
     from litestar.config.app import AppConfig
     from litestar.di import Provide
@@ -63,15 +63,12 @@ def _provide_snapshot() -> RequestSnapshot:
 
 def _handler(route: Route) -> HTTPRouteHandler:
     async def endpoint(request: Request[Any, Any, Any]) -> Response[str]:
-        arguments = (
+        reply = await reply_to_async(
+            route,
             str(request.path_params.get("path", "")).lstrip("/"),
-            {key.lower(): value for key, value in request.headers.items()},
+            request.headers.items(),
             dict(request.query_params),
         )
-        if route.blocking:
-            reply = await anyio.to_thread.run_sync(route.handle, *arguments)
-        else:
-            reply = route.handle(*arguments)
         return Response(reply.body, status_code=reply.status, media_type=reply.content_type)
 
     path = route.path.replace("{path}", "{path:path}")

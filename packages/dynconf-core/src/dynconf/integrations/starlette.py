@@ -27,13 +27,13 @@ from dynconf.integrations._common import (
     current,
     lifecycle_of,
     missing,
+    reply_to_async,
     request_snapshot,
 )
 from dynconf.integrations._common import routes as route_table
 from dynconf.watch import DEFAULT_DEBOUNCE
 
 try:
-    import anyio.to_thread
     from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import Response
@@ -51,15 +51,12 @@ def _response(reply: Reply) -> Response:
 
 def _endpoint(route: Route) -> Callable[[Request], Any]:
     async def endpoint(request: Request) -> Response:
-        arguments = (
+        reply = await reply_to_async(
+            route,
             str(request.path_params.get("path", "")),
-            {key.lower(): value for key, value in request.headers.items()},
+            request.headers.items(),
             dict(request.query_params),
         )
-        if route.blocking:
-            reply = await anyio.to_thread.run_sync(route.handle, *arguments)
-        else:
-            reply = route.handle(*arguments)
         return _response(reply)
 
     return endpoint
