@@ -34,7 +34,7 @@ import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextvars import ContextVar, Token
 from dataclasses import dataclass
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Final, Generic, Protocol, TypedDict, TypeVar, Unpack, cast
 
 import anyio.to_thread
 
@@ -48,8 +48,10 @@ __all__ = [
     "BlueprintExtension",
     "BlueprintFactory",
     "Guard",
+    "FollowOptions",
     "Handler",
     "Lifecycle",
+    "Options",
     "OutsideRequestError",
     "Reply",
     "RequestSnapshot",
@@ -69,6 +71,7 @@ __all__ = [
     "scoped",
     "take_snapshot",
     "token_guard",
+    "wire",
 ]
 
 M = TypeVar("M")
@@ -422,27 +425,60 @@ class Lifecycle:
         await self.stop_async()
 
 
+class FollowOptions(TypedDict, total=False):
+    """How a :class:`Lifecycle` follows its targets; an absent keyword is its default."""
+
+    watch: bool
+    debounce: float
+    poll_interval: float | None
+    remote_interval: float
+
+
+class Options(FollowOptions, total=False):
+    """The keywords every web adapter takes after its targets: how to follow (a
+    :class:`Lifecycle`'s) and which routes to mount (:func:`routes`'; ``mount_routes=False``
+    mounts none). Written once here, so an option added is an option of every adapter."""
+
+    mount_routes: bool
+    prefix: str
+    metrics: bool
+    stale_after: float | None
+    guard: Guard | None
+
+
+_ROUTE_KEYS: Final = ("prefix", "metrics", "stale_after", "guard")
+
+
 def lifecycle_of(
-    target: Target | Lifecycle,
-    *more: Target,
-    watch: bool = True,
-    debounce: float = DEFAULT_DEBOUNCE,
-    poll_interval: float | None = None,
-    remote_interval: float = 15.0,
+    target: Target | Lifecycle, *more: Target, **follow: Unpack[FollowOptions]
 ) -> Lifecycle:
     """What every adapter's ``setup`` takes: configurations, groups, or a built lifecycle."""
     if isinstance(target, Lifecycle):
         if more:
             raise TypeError("pass either a Lifecycle or configurations, not both")
         return target
-    return Lifecycle(
-        target,
-        *more,
-        watch=watch,
-        debounce=debounce,
-        poll_interval=poll_interval,
-        remote_interval=remote_interval,
-    )
+    return Lifecycle(target, *more, **follow)
+
+
+def wire(
+    target: Target | Lifecycle, more: tuple[Target, ...], options: Options
+) -> tuple[Lifecycle, dict[str, Any] | None]:
+    """An adapter's lifecycle, and the keywords of its :func:`routes` (``None``: mount no
+    routes). A keyword no adapter takes is a TypeError naming it and the known ones."""
+    known = Options.__optional_keys__
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise TypeError(
+            f"unexpected keyword argument {unknown[0]!r}; the options are "
+            + ", ".join(sorted(known))
+        )
+    follow = {
+        key: value for key, value in options.items() if key in FollowOptions.__optional_keys__
+    }
+    lifecycle = lifecycle_of(target, *more, **cast(FollowOptions, follow))
+    if not options.get("mount_routes", True):
+        return lifecycle, None
+    return lifecycle, {key: options[key] for key in _ROUTE_KEYS if key in options}
 
 
 # ---------------------------------------------------------------------- health
@@ -714,31 +750,9 @@ class BlueprintExtension(Generic[App]):
         target: Target | Lifecycle,
         *more: Target,
         app: App | None = None,
-        watch: bool = True,
-        debounce: float = DEFAULT_DEBOUNCE,
-        poll_interval: float | None = None,
-        remote_interval: float = 15.0,
-        mount_routes: bool = True,
-        prefix: str = "",
-        metrics: bool = True,
-        stale_after: float | None = None,
-        guard: Guard | None = None,
+        **options: Unpack[Options],
     ) -> None:
-        self.lifecycle = lifecycle_of(
-            target,
-            *more,
-            watch=watch,
-            debounce=debounce,
-            poll_interval=poll_interval,
-            remote_interval=remote_interval,
-        )
-        self._routes = mount_routes
-        self._route_options: dict[str, Any] = {
-            "prefix": prefix,
-            "metrics": metrics,
-            "stale_after": stale_after,
-            "guard": guard,
-        }
+        self.lifecycle, self._route_options = wire(target, more, options)
         if app is not None:
             self.init_app(app)
 
@@ -756,7 +770,7 @@ class BlueprintExtension(Generic[App]):
         app.extensions[EXTENSION] = self
         app.before_request(open_request)
         app.teardown_request(close_request)
-        if self._routes:
+        if self._route_options is not None:
             app.register_blueprint(blueprint(self.lifecycle, **self._route_options))
 
     def _open_on(self, namespace: Any) -> None:

@@ -16,24 +16,24 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, Unpack
 
 from dynconf.config import DynamicConfig
 from dynconf.integrations._asgi import ScopeMiddleware, lifespan
 from dynconf.integrations._common import (
     Guard,
     Lifecycle,
+    Options,
     RequestSnapshot,
     Route,
     Target,
     current,
-    lifecycle_of,
     missing,
     reply_to_async,
     request_snapshot,
+    wire,
 )
 from dynconf.integrations._common import routes as route_table
-from dynconf.watch import DEFAULT_DEBOUNCE
 
 try:
     from litestar import Litestar, Request, Response, get
@@ -94,37 +94,11 @@ class DynconfPlugin(InitPluginProtocol):
     """Wires configurations, groups or a built :class:`Lifecycle` into a Litestar app."""
 
     def __init__(
-        self,
-        target: Target | Lifecycle,
-        *more: Target,
-        watch: bool = True,
-        debounce: float = DEFAULT_DEBOUNCE,
-        poll_interval: float | None = None,
-        remote_interval: float = 15.0,
-        mount_routes: bool = True,
-        prefix: str = "",
-        metrics: bool = True,
-        stale_after: float | None = None,
-        guard: Guard | None = None,
+        self, target: Target | Lifecycle, *more: Target, **options: Unpack[Options]
     ) -> None:
-        self.lifecycle = lifecycle_of(
-            target,
-            *more,
-            watch=watch,
-            debounce=debounce,
-            poll_interval=poll_interval,
-            remote_interval=remote_interval,
-        )
+        self.lifecycle, route_options = wire(target, more, options)
         self._routes = (
-            route_handlers(
-                self.lifecycle,
-                prefix=prefix,
-                metrics=metrics,
-                stale_after=stale_after,
-                guard=guard,
-            )
-            if mount_routes
-            else []
+            [] if route_options is None else route_handlers(self.lifecycle, **route_options)
         )
 
     def on_app_init(self, app_config: AppConfig) -> AppConfig:

@@ -15,23 +15,23 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import Any, Unpack
 
 from dynconf.integrations._asgi import ScopeMiddleware, lifespan
 from dynconf.integrations._common import (
     Guard,
     Lifecycle,
+    Options,
     Reply,
     Route,
     Target,
     current,
-    lifecycle_of,
     missing,
     reply_to_async,
     request_snapshot,
+    wire,
 )
 from dynconf.integrations._common import routes as route_table
-from dynconf.watch import DEFAULT_DEBOUNCE
 
 try:
     from starlette.applications import Starlette
@@ -90,30 +90,16 @@ def setup(
     app: Starlette,
     target: Target | Lifecycle,
     *more: Target,
-    watch: bool = True,
-    debounce: float = DEFAULT_DEBOUNCE,
-    poll_interval: float | None = None,
-    remote_interval: float = 15.0,
     request_scope: bool = True,
-    mount_routes: bool = True,
-    prefix: str = "",
-    metrics: bool = True,
-    stale_after: float | None = None,
-    guard: Guard | None = None,
+    **options: Unpack[Options],
 ) -> Lifecycle:
     """Wire ``target`` (configurations, groups, or a built :class:`Lifecycle`) into ``app``.
 
     Call it before the app starts (Starlette adds middleware only then). Returns the
-    lifecycle, whose ``configs`` and ``started`` a test may inspect.
+    lifecycle, whose ``configs`` and ``started`` a test may inspect. The options are
+    :class:`~dynconf.integrations._common.Options`: how to follow, which routes to mount.
     """
-    lifecycle = lifecycle_of(
-        target,
-        *more,
-        watch=watch,
-        debounce=debounce,
-        poll_interval=poll_interval,
-        remote_interval=remote_interval,
-    )
+    lifecycle, route_options = wire(target, more, options)
     inner = app.router.lifespan_context
 
     @contextlib.asynccontextmanager
@@ -124,8 +110,6 @@ def setup(
     app.router.lifespan_context = combined
     if request_scope:
         app.add_middleware(ScopeMiddleware, lifecycle=lifecycle)
-    if mount_routes:
-        app.router.routes.extend(
-            routes(lifecycle, prefix=prefix, metrics=metrics, stale_after=stale_after, guard=guard)
-        )
+    if route_options is not None:
+        app.router.routes.extend(routes(lifecycle, **route_options))
     return lifecycle
