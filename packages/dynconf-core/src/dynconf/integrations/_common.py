@@ -34,7 +34,7 @@ import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextvars import ContextVar, Token
 from dataclasses import dataclass
-from typing import Any, Final, Generic, Protocol, TypedDict, TypeVar, Unpack, cast
+from typing import Any, Generic, Protocol, TypedDict, TypeVar, Unpack, cast
 
 import anyio.to_thread
 
@@ -55,6 +55,7 @@ __all__ = [
     "OutsideRequestError",
     "Reply",
     "RequestSnapshot",
+    "RouteOptions",
     "Route",
     "Target",
     "current",
@@ -434,19 +435,21 @@ class FollowOptions(TypedDict, total=False):
     remote_interval: float
 
 
-class Options(FollowOptions, total=False):
-    """The keywords every web adapter takes after its targets: how to follow (a
-    :class:`Lifecycle`'s) and which routes to mount (:func:`routes`'; ``mount_routes=False``
-    mounts none). Written once here, so an option added is an option of every adapter."""
+class RouteOptions(TypedDict, total=False):
+    """Which routes :func:`routes` mounts, and where; an absent keyword is its default."""
 
-    mount_routes: bool
     prefix: str
     metrics: bool
     stale_after: float | None
     guard: Guard | None
 
 
-_ROUTE_KEYS: Final = ("prefix", "metrics", "stale_after", "guard")
+class Options(FollowOptions, RouteOptions, total=False):
+    """The keywords every web adapter takes after its targets: how to follow (a
+    :class:`Lifecycle`'s), which routes to mount (``mount_routes=False``: none). Written
+    once here, so an option added is an option of every adapter."""
+
+    mount_routes: bool
 
 
 def lifecycle_of(
@@ -478,7 +481,10 @@ def wire(
     lifecycle = lifecycle_of(target, *more, **cast(FollowOptions, follow))
     if not options.get("mount_routes", True):
         return lifecycle, None
-    return lifecycle, {key: options[key] for key in _ROUTE_KEYS if key in options}
+    mounted = {
+        key: value for key, value in options.items() if key in RouteOptions.__optional_keys__
+    }
+    return lifecycle, mounted
 
 
 # ---------------------------------------------------------------------- health

@@ -24,13 +24,12 @@ from typing import Any
 from dynconf.integrations._common import (
     BlueprintExtension,
     BlueprintFactory,
-    RequestSnapshot,
     Route,
     current,
     missing,
     reply_to,
-    request_snapshot,
 )
+from dynconf.integrations._common import request_snapshot as snapshot
 
 try:
     from flask import Blueprint, Flask, Response, g, request
@@ -38,11 +37,6 @@ except ImportError as absent:  # the extra is not installed
     raise missing("Flask", "flask", absent) from None
 
 __all__ = ["Dynconf", "blueprint", "current", "snapshot"]
-
-
-def snapshot() -> RequestSnapshot:
-    """The snapshot this request began with (the same object as ``g.dynconf``)."""
-    return request_snapshot()
 
 
 def _view(route: Route) -> Any:

@@ -21,11 +21,11 @@ from typing import Any, Unpack
 from dynconf.config import DynamicConfig
 from dynconf.integrations._asgi import ScopeMiddleware, lifespan
 from dynconf.integrations._common import (
-    Guard,
     Lifecycle,
     Options,
     RequestSnapshot,
     Route,
+    RouteOptions,
     Target,
     current,
     missing,
@@ -75,19 +75,9 @@ def _handler(route: Route) -> HTTPRouteHandler:
     return get(path, name=f"dynconf-{route.name}", include_in_schema=False)(endpoint)
 
 
-def route_handlers(
-    lifecycle: Lifecycle,
-    *,
-    prefix: str = "",
-    metrics: bool = True,
-    stale_after: float | None = None,
-    guard: Guard | None = None,
-) -> list[HTTPRouteHandler]:
+def route_handlers(lifecycle: Lifecycle, **options: Unpack[RouteOptions]) -> list[HTTPRouteHandler]:
     """The health, metrics and (guarded) diagnostics handlers."""
-    table = route_table(
-        lifecycle, prefix=prefix, metrics=metrics, stale_after=stale_after, guard=guard
-    )
-    return [_handler(route) for route in table]
+    return [_handler(route) for route in route_table(lifecycle, **options)]
 
 
 class DynconfPlugin(InitPluginProtocol):

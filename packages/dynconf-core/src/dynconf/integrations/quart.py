@@ -17,13 +17,12 @@ from typing import Any
 from dynconf.integrations._common import (
     BlueprintExtension,
     BlueprintFactory,
-    RequestSnapshot,
     Route,
     current,
     missing,
     reply_to_async,
-    request_snapshot,
 )
+from dynconf.integrations._common import request_snapshot as snapshot
 
 try:
     from quart import Blueprint, Quart, Response, g, request
@@ -31,11 +30,6 @@ except ImportError as absent:  # the extra is not installed
     raise missing("Quart", "quart", absent) from None
 
 __all__ = ["Dynconf", "blueprint", "current", "snapshot"]
-
-
-def snapshot() -> RequestSnapshot:
-    """The snapshot this request began with (the same object as ``g.dynconf``)."""
-    return request_snapshot()
 
 
 def _view(route: Route) -> Any:

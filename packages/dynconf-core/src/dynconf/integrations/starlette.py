@@ -19,11 +19,11 @@ from typing import Any, Unpack
 
 from dynconf.integrations._asgi import ScopeMiddleware, lifespan
 from dynconf.integrations._common import (
-    Guard,
     Lifecycle,
     Options,
     Reply,
     Route,
+    RouteOptions,
     Target,
     current,
     missing,
@@ -62,18 +62,8 @@ def _endpoint(route: Route) -> Callable[[Request], Any]:
     return endpoint
 
 
-def routes(
-    lifecycle: Lifecycle,
-    *,
-    prefix: str = "",
-    metrics: bool = True,
-    stale_after: float | None = None,
-    guard: Guard | None = None,
-) -> list[BaseRoute]:
+def routes(lifecycle: Lifecycle, **options: Unpack[RouteOptions]) -> list[BaseRoute]:
     """The health, metrics and (guarded) diagnostics routes, as Starlette routes."""
-    table = route_table(
-        lifecycle, prefix=prefix, metrics=metrics, stale_after=stale_after, guard=guard
-    )
     return [
         StarletteRoute(
             route.path.replace("{path}", "{path:path}"),
@@ -82,7 +72,7 @@ def routes(
             name=f"dynconf-{route.name}",
             include_in_schema=False,
         )
-        for route in table
+        for route in route_table(lifecycle, **options)
     ]
 
 
