@@ -37,3 +37,46 @@ def test_watch_remote_reloads_when_the_key_changes(nats_server):
         watch.stop()
         watch.join(5)
         asyncio.run(src.aclose())
+
+
+def _seeded(nats_server, name: str, value: bytes) -> str:
+    async def seed() -> None:
+        client = await admin(nats_server.url)
+        kv = await bucket(client, name)
+        await kv.put("app/config.json", value)
+        await client.close()
+
+    run(seed)
+    return f"{name}/app/config.json"
+
+
+def test_a_blocking_init_refuses_the_async_store_and_init_async_reads_it(nats_server):
+    from dynconf.errors import BackendError
+
+    key = _seeded(nats_server, "oneshot", b'{"app": {"v": 1}}')
+    src = source(nats_server.url, key)
+    try:
+        config = DynamicConfig(None, "app").remote(src)
+        with pytest.raises(BackendError, match=r"call `await init_async\(\)`"):
+            config.init()
+        with pytest.raises(BackendError, match=r"use refresh_remote_async\(\)"):
+            config.refresh_remote()
+        assert asyncio.run(config.init_async())["v"] == 1
+        status = config.remote_status()
+        assert status is not None and (status.fetches, status.consecutive_failures) == (1, 0)
+    finally:
+        asyncio.run(src.aclose())
+
+
+def test_refresh_remote_async_keeps_the_new_document_for_the_next_load(nats_server):
+    key = _seeded(nats_server, "oneshot2", b'{"app": {"v": 1}}')
+    src = source(nats_server.url, key)
+    try:
+        config = DynamicConfig(None, "app").remote(src)
+        assert asyncio.run(config.init_async())["v"] == 1
+        _seeded(nats_server, "oneshot2", b'{"app": {"v": 2}}')
+        asyncio.run(config.refresh_remote_async())
+        assert config.current()["v"] == 1  # a refresh reloads nothing
+        assert config.reload()["v"] == 2
+    finally:
+        asyncio.run(src.aclose())

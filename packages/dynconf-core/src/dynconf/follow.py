@@ -19,6 +19,10 @@ sidecar agent, the node agent, ``dynconf render --watch``):
 worker thread, watch in a daemon thread) or is async (on the loop). Every answer lands in a
 :class:`Slot`, which keeps only the newest undelivered one — a burst renders once, as the
 newest. What the consumer does with it is the consumer's business.
+
+A *one-shot* read (``DynamicConfig.init`` and ``refresh_remote``, the operator's render) goes
+through :func:`fetch_once` or :func:`fetch_once_async`, so "is this source async?" is asked
+here and nowhere else.
 """
 
 from __future__ import annotations
@@ -27,16 +31,17 @@ import logging
 import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from concurrent.futures import Executor
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, cast
 
 import anyio
 import anyio.lowlevel
 import anyio.to_thread
 from anyio.abc import TaskGroup
 
-from dynconf.concurrency import call_soon_in_loop
-from dynconf.errors import DynconfError
+from dynconf.concurrency import call_soon_in_loop, run_blocking
+from dynconf.errors import BackendError, DynconfError, Origin
 from dynconf.stores import (
     Absent,
     AsyncRemoteSource,
@@ -49,11 +54,14 @@ from dynconf.stores import (
 )
 
 __all__ = [
+    "AsyncSourceError",
     "Delivery",
     "FollowEvents",
     "Follower",
     "Slot",
     "StoreDriver",
+    "fetch_once",
+    "fetch_once_async",
 ]
 
 Answer = Fetched | Absent
@@ -197,6 +205,54 @@ class StoreDriver:
         source: RemoteSource = self.source  # type: ignore[assignment]
         with anyio.move_on_after(2):
             await anyio.to_thread.run_sync(source.close, abandon_on_cancel=True)
+
+
+class AsyncSourceError(BackendError):
+    """A blocking read was asked of an async source that must stay on its own event loop."""
+
+
+def fetch_once(source: RemoteSource | AsyncRemoteSource, *, close: bool = False) -> Answer:
+    """One read of ``source`` from blocking code (no event loop runs in this thread).
+
+    A blocking source is called here. An async source is read only when this read is its
+    client's whole life (``close``): it then runs on an event loop of its own and is closed
+    there. Otherwise its client belongs to the loop that will go on using it, and
+    :class:`AsyncSourceError` says to use :func:`fetch_once_async` from that loop.
+    ``close`` releases the client after the read, whatever the read did.
+    """
+    driver = StoreDriver(source)
+    if driver.is_async:
+        if not close:
+            raise AsyncSourceError(
+                f"the remote source {driver.describe()} is async; read it from its event loop "
+                "with the async call",
+                origin=Origin.remote(driver.describe()),
+            )
+        return anyio.run(_fetch_async_and_close, cast(AsyncRemoteSource, source))
+    blocking = cast(RemoteSource, source)
+    try:
+        return blocking.fetch()
+    finally:
+        if close:
+            blocking.close()
+
+
+async def fetch_once_async(
+    source: RemoteSource | AsyncRemoteSource, *, executor: Executor | None = None
+) -> Answer:
+    """One read of ``source`` from the event loop: an async source is awaited here, a
+    blocking one runs off the loop (:func:`dynconf.concurrency.run_blocking`, on
+    ``executor`` or the process default)."""
+    if StoreDriver(source).is_async:
+        return await cast(AsyncRemoteSource, source).fetch()
+    return await run_blocking(cast(RemoteSource, source).fetch, executor=executor)
+
+
+async def _fetch_async_and_close(source: AsyncRemoteSource) -> Answer:
+    try:
+        return await source.fetch()
+    finally:
+        await StoreDriver(source).close()
 
 
 class FollowEvents:

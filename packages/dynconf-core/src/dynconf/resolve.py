@@ -30,6 +30,7 @@ from dynconf.document import (
     expand_paths,
     get_path,
     has_path,
+    set_path,
     split_path,
     walk_leaves,
 )
@@ -61,6 +62,7 @@ __all__ = [
     "Resolved",
     "Supply",
     "check_alias",
+    "check_layer_path",
     "parse_assignments",
     "resolve",
 ]
@@ -100,9 +102,39 @@ class LoadSpec:
     cached: Document | None = None
     """A last-known-good section (:mod:`dynconf.cache`), the bottom layer of a recovery."""
 
+    # The validated setters: every front end that builds a load (``dynconf resolve``'s spec,
+    # ``DynamicConfig``'s builder, ``from_settings``) writes through these, so a bad path or
+    # alias is one refusal, raised by the call that added it, whichever front end it was.
+
+    def set_flags(self, values: Mapping[str, Value]) -> None:
+        """Add flags; every path is checked before any is added."""
+        for path in values:
+            check_layer_path(path)
+        self.flags.update(values)
+
     def set_assignments(self, assignments: Iterable[str]) -> None:
-        """Add ``path=value`` flags, each value typed by the text grammar."""
+        """Add ``path=value`` flags, each value typed by the text grammar (all or none)."""
         self.flags.update(parse_assignments(assignments))
+
+    def set_override(self, path: str, value: Value) -> None:
+        check_layer_path(path)
+        self.overrides[path] = value
+
+    def set_default(self, path: str, value: Value) -> None:
+        set_path(self.defaults, path, value)
+
+    def bind(self, path: str, variable: str) -> None:
+        """Read ``path`` from ``variable``; binding a path again replaces its binding."""
+        check_layer_path(path)
+        self.bindings[path] = variable
+
+    def set_nest(self, separator: str) -> None:
+        if not separator:
+            raise TypeMismatchError(
+                "the nesting separator cannot be empty; leave it out for the default `__`",
+                path="nest",
+            )
+        self.nest = separator
 
     def add_alias(self, old: str, new: str) -> None:
         """Read ``old`` (or ``section::path``) as ``new`` when nothing supplies ``new``.
@@ -111,6 +143,15 @@ class LoadSpec:
         """
         check_alias(self.aliases, old, new)
         self.aliases.append((old, new))
+
+
+def check_layer_path(path: str) -> None:
+    """Refuse a runtime-layer path that is empty, has an empty segment or contains ``::``."""
+    if not path:
+        raise TypeMismatchError(
+            "a runtime layer needs a path; name a dotted path such as `db.port`", path=""
+        )
+    split_path(path)
 
 
 def parse_assignments(assignments: Iterable[str]) -> dict[str, Value]:
@@ -123,7 +164,8 @@ def parse_assignments(assignments: Iterable[str]) -> dict[str, Value]:
                 f"assignment #{index + 1} has no `=`; write it as `path=value`",
                 path=path if "=" not in path else "",
             )
-        split_path(path)
+        path = path.strip()
+        check_layer_path(path)
         flags[path] = type_text(raw)
     return flags
 

@@ -127,17 +127,24 @@ def load_spec(raw: Value, *, base: Path, origin: Origin | None = None) -> LoadSp
     spec.whole_document = fields.boolean("whole_document")
     spec.strict_env = fields.boolean("strict_env")
     spec.allow_empty_env = fields.boolean("allow_empty_env")
-    spec.nest = fields.string("nest") or spec.nest
+    nest = fields.string("nest")
+    if nest is not None:
+        spec.set_nest(nest)
     for path, variable in (fields.table("bindings") or {}).items():
         if not isinstance(variable, str):
             raise fields.wrong("bindings", "an object of path to variable name")
-        spec.bindings[path] = variable
+        spec.bind(path, variable)
     defaults = fields.table("defaults")
     if defaults:
         spec.defaults = defaults
-    for path, value in _flatten(fields.table("set")).items():
-        spec.flags[path] = type_text(value) if isinstance(value, str) else value
-    spec.overrides = _flatten(fields.table("overrides"))
+    spec.set_flags(
+        {
+            path: type_text(value) if isinstance(value, str) else value
+            for path, value in _flatten(fields.table("set")).items()
+        }
+    )
+    for path, value in _flatten(fields.table("overrides")).items():
+        spec.set_override(path, value)
     secrets_dir = fields.string("secrets_dir")
     if secrets_dir is not None:
         spec.secrets_dir = base / secrets_dir

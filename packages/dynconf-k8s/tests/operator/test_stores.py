@@ -100,3 +100,43 @@ def test_vault_cluster_class_goes_into_a_secret_and_never_a_configmap(
             "dynamic-config.rs", "v1alpha1", "clusterdynamicconfigclasses", cluster_name
         )
         kube.core.delete_namespace(platform)
+
+
+def test_nats_class_renders_through_the_async_one_shot_read(
+    operator: Operator, kube: Any, namespace: str, nats_server: Any
+) -> None:
+    """NATS's client is async: the operator reads it with the same one-shot call as consul."""
+    import asyncio
+
+    import nats
+    from nats.js.api import KeyValueConfig
+
+    bucket = f"op{uuid.uuid4().hex[:8]}"
+
+    async def put(value: bytes) -> None:
+        client = await nats.connect(nats_server.url, connect_timeout=5)
+        try:
+            kv = await client.jetstream().create_key_value(KeyValueConfig(bucket=bucket))
+            await kv.put("config.json", value)
+        finally:
+            await client.close()
+
+    asyncio.run(put(json.dumps({"port": 9200}).encode()))
+    kube.create(
+        CLASS_KIND, namespace, "infra-nats", {"source": "nats", "endpoint": nats_server.url}
+    )
+    kube.create(
+        RENDER_KIND,
+        namespace,
+        "nats-config",
+        {
+            "class": "infra-nats",
+            "key": f"{bucket}/config.json",
+            "target": {"configMap": "nats-rendered", "file": "config.properties"},
+        },
+    )
+    kube.await_configmap(
+        namespace,
+        "nats-rendered",
+        lambda cm: "port = 9200" in (cm.get("data") or {}).get("config.properties", ""),
+    )

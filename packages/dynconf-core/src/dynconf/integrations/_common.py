@@ -15,7 +15,12 @@
   adapter serves at ``/readyz`` and ``/healthz`` (generations, counts, kinds and paths;
   never a value), ``/metrics`` when ``prometheus-client`` is installed, and the guarded
   diagnostics ``/_config/check`` and ``/_config/explain/{path}``. An adapter only
-  translates a :class:`Reply` into its framework's response.
+  translates a :class:`Reply` into its framework's response, asking :func:`reply_to` (a
+  blocking adapter) or :func:`reply_to_async` (an async one) for it.
+* :class:`BlueprintExtension` — Flask's and Quart's extension object, one shape in both
+  frameworks: the lifecycle, the request snapshot on ``g``, the routes as a blueprint
+  (:class:`BlueprintFactory`). Each adapter says only how its views answer and when its
+  app starts the lifecycle.
 """
 
 from __future__ import annotations
@@ -29,7 +34,9 @@ import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextvars import ContextVar, Token
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Generic, Protocol, TypedDict, TypeVar, Unpack, cast
+
+import anyio.to_thread
 
 from dynconf.concurrency import run_blocking
 from dynconf.config import DynamicConfig
@@ -38,12 +45,17 @@ from dynconf.group import ConfigGroup
 from dynconf.watch import DEFAULT_DEBOUNCE
 
 __all__ = [
+    "BlueprintExtension",
+    "BlueprintFactory",
     "Guard",
+    "FollowOptions",
     "Handler",
     "Lifecycle",
+    "Options",
     "OutsideRequestError",
     "Reply",
     "RequestSnapshot",
+    "RouteOptions",
     "Route",
     "Target",
     "current",
@@ -53,11 +65,14 @@ __all__ = [
     "liveness",
     "missing",
     "readiness",
+    "reply_to",
+    "reply_to_async",
     "request_snapshot",
     "routes",
     "scoped",
     "take_snapshot",
     "token_guard",
+    "wire",
 ]
 
 M = TypeVar("M")
@@ -411,27 +426,65 @@ class Lifecycle:
         await self.stop_async()
 
 
+class FollowOptions(TypedDict, total=False):
+    """How a :class:`Lifecycle` follows its targets; an absent keyword is its default."""
+
+    watch: bool
+    debounce: float
+    poll_interval: float | None
+    remote_interval: float
+
+
+class RouteOptions(TypedDict, total=False):
+    """Which routes :func:`routes` mounts, and where; an absent keyword is its default."""
+
+    prefix: str
+    metrics: bool
+    stale_after: float | None
+    guard: Guard | None
+
+
+class Options(FollowOptions, RouteOptions, total=False):
+    """The keywords every web adapter takes after its targets: how to follow (a
+    :class:`Lifecycle`'s), which routes to mount (``mount_routes=False``: none). Written
+    once here, so an option added is an option of every adapter."""
+
+    mount_routes: bool
+
+
 def lifecycle_of(
-    target: Target | Lifecycle,
-    *more: Target,
-    watch: bool = True,
-    debounce: float = DEFAULT_DEBOUNCE,
-    poll_interval: float | None = None,
-    remote_interval: float = 15.0,
+    target: Target | Lifecycle, *more: Target, **follow: Unpack[FollowOptions]
 ) -> Lifecycle:
     """What every adapter's ``setup`` takes: configurations, groups, or a built lifecycle."""
     if isinstance(target, Lifecycle):
         if more:
             raise TypeError("pass either a Lifecycle or configurations, not both")
         return target
-    return Lifecycle(
-        target,
-        *more,
-        watch=watch,
-        debounce=debounce,
-        poll_interval=poll_interval,
-        remote_interval=remote_interval,
-    )
+    return Lifecycle(target, *more, **follow)
+
+
+def wire(
+    target: Target | Lifecycle, more: tuple[Target, ...], options: Options
+) -> tuple[Lifecycle, dict[str, Any] | None]:
+    """An adapter's lifecycle, and the keywords of its :func:`routes` (``None``: mount no
+    routes). A keyword no adapter takes is a TypeError naming it and the known ones."""
+    known = Options.__optional_keys__
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise TypeError(
+            f"unexpected keyword argument {unknown[0]!r}; the options are "
+            + ", ".join(sorted(known))
+        )
+    follow = {
+        key: value for key, value in options.items() if key in FollowOptions.__optional_keys__
+    }
+    lifecycle = lifecycle_of(target, *more, **cast(FollowOptions, follow))
+    if not options.get("mount_routes", True):
+        return lifecycle, None
+    mounted = {
+        key: value for key, value in options.items() if key in RouteOptions.__optional_keys__
+    }
+    return lifecycle, mounted
 
 
 # ---------------------------------------------------------------------- health
@@ -620,3 +673,124 @@ def routes(
             Route(f"{base}/explain/{{path}}", "config-explain", guarded(explain), blocking=True)
         )
     return tuple(table)
+
+
+# ---------------------------------------------------------------------- adapters
+def _arguments(
+    path: str, headers: Iterable[tuple[str, str]], query: Mapping[str, str]
+) -> tuple[str, dict[str, str], dict[str, str]]:
+    return path, {name.lower(): value for name, value in headers}, dict(query)
+
+
+def reply_to(
+    route: Route, path: str, headers: Iterable[tuple[str, str]], query: Mapping[str, str]
+) -> Reply:
+    """``route``'s reply to a request, for a blocking adapter (header names lower-cased,
+    as a :data:`Guard` reads them)."""
+    return route.handle(*_arguments(path, headers, query))
+
+
+async def reply_to_async(
+    route: Route, path: str, headers: Iterable[tuple[str, str]], query: Mapping[str, str]
+) -> Reply:
+    """:func:`reply_to` for an async adapter: a route that re-reads the sources (the
+    diagnostics) runs off the loop."""
+    arguments = _arguments(path, headers, query)
+    if route.blocking:
+        return await anyio.to_thread.run_sync(route.handle, *arguments)
+    return route.handle(*arguments)
+
+
+class _Blueprint(Protocol):
+    def add_url_rule(self, rule: str, *, view_func: Callable[..., Any]) -> Any: ...
+
+
+B = TypeVar("B", bound=_Blueprint)
+App = TypeVar("App")
+
+
+class BlueprintFactory(Generic[B]):
+    """The ``blueprint()`` of the Flask and Quart adapters: every route as ``view(route)``."""
+
+    def __init__(
+        self,
+        blueprint_type: Callable[[str, str], B],
+        import_name: str,
+        view: Callable[[Route], Any],
+    ) -> None:
+        self._type = blueprint_type
+        self._import_name = import_name
+        self._view = view
+
+    def __call__(
+        self,
+        lifecycle: Lifecycle,
+        *,
+        name: str = "dynconf",
+        prefix: str = "",
+        metrics: bool = True,
+        stale_after: float | None = None,
+        guard: Guard | None = None,
+    ) -> B:
+        """The health, metrics and (guarded) diagnostics views, as a blueprint."""
+        mounted = self._type(name, self._import_name)
+        table = routes(
+            lifecycle, prefix=prefix, metrics=metrics, stale_after=stale_after, guard=guard
+        )
+        for route in table:
+            handler = self._view(route)
+            handler.__name__ = route.name.replace("-", "_")
+            mounted.add_url_rule(route.path.replace("{path}", "<path:path>"), view_func=handler)
+        return mounted
+
+
+class BlueprintExtension(Generic[App]):
+    """Flask's and Quart's extension: a lifecycle, the request snapshot on ``g``, a blueprint.
+
+    ``Dynconf(config, app=app)`` or ``Dynconf(config)`` then ``init_app(app)``; the adapter
+    writes ``init_app`` (when its app starts the lifecycle) with :meth:`_register`.
+    """
+
+    def __init__(
+        self,
+        target: Target | Lifecycle,
+        *more: Target,
+        app: App | None = None,
+        **options: Unpack[Options],
+    ) -> None:
+        self.lifecycle, self._route_options = wire(target, more, options)
+        if app is not None:
+            self.init_app(app)
+
+    def init_app(self, app: App) -> None:
+        raise NotImplementedError
+
+    def _register(
+        self,
+        app: Any,
+        blueprint: BlueprintFactory[Any],
+        open_request: Callable[[], Any],
+        close_request: Callable[[BaseException | None], Any],
+    ) -> None:
+        """Hook ``app``'s requests (open and close the snapshot) and mount the blueprint."""
+        app.extensions[EXTENSION] = self
+        app.before_request(open_request)
+        app.teardown_request(close_request)
+        if self._route_options is not None:
+            app.register_blueprint(blueprint(self.lifecycle, **self._route_options))
+
+    def _open_on(self, namespace: Any) -> None:
+        """Take this request's snapshot onto ``g`` and make it the current one."""
+        taken = self.lifecycle.snapshot()
+        namespace.dynconf = taken
+        namespace._dynconf_token = enter(taken)
+
+    @staticmethod
+    def _close_on(namespace: Any) -> None:
+        token = namespace.pop("_dynconf_token", None)
+        if token is not None:
+            leave(token)
+
+
+EXTENSION = "dynconf"
+"""The key of the extension in ``app.extensions``."""

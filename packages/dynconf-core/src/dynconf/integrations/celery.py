@@ -19,9 +19,10 @@ of the process that ran it.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Unpack
 
 from dynconf.integrations._common import (
+    FollowOptions,
     Lifecycle,
     Target,
     current,
@@ -32,7 +33,6 @@ from dynconf.integrations._common import (
     readiness,
     request_snapshot,
 )
-from dynconf.watch import DEFAULT_DEBOUNCE
 
 try:
     from celery import Celery
@@ -108,19 +108,9 @@ def setup(
     app: Celery,
     target: Target | Lifecycle,
     *more: Target,
-    watch: bool = True,
-    debounce: float = DEFAULT_DEBOUNCE,
-    poll_interval: float | None = None,
-    remote_interval: float = 15.0,
     stale_after: float | None = None,
+    **follow: Unpack[FollowOptions],
 ) -> CeleryIntegration:
-    """Wire ``target`` into ``app``'s workers; answers the integration."""
-    lifecycle = lifecycle_of(
-        target,
-        *more,
-        watch=watch,
-        debounce=debounce,
-        poll_interval=poll_interval,
-        remote_interval=remote_interval,
-    )
-    return CeleryIntegration(app, lifecycle, stale_after)
+    """Wire ``target`` into ``app``'s workers; answers the integration (``follow``: how the
+    workers follow, :class:`~dynconf.integrations._common.FollowOptions`)."""
+    return CeleryIntegration(app, lifecycle_of(target, *more, **follow), stale_after)

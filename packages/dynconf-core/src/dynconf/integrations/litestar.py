@@ -16,26 +16,26 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, Unpack
 
 from dynconf.config import DynamicConfig
 from dynconf.integrations._asgi import ScopeMiddleware, lifespan
 from dynconf.integrations._common import (
-    Guard,
     Lifecycle,
+    Options,
     RequestSnapshot,
     Route,
+    RouteOptions,
     Target,
     current,
-    lifecycle_of,
     missing,
+    reply_to_async,
     request_snapshot,
+    wire,
 )
 from dynconf.integrations._common import routes as route_table
-from dynconf.watch import DEFAULT_DEBOUNCE
 
 try:
-    import anyio.to_thread
     from litestar import Litestar, Request, Response, get
     from litestar.config.app import AppConfig
     from litestar.di import Provide
@@ -63,71 +63,32 @@ def _provide_snapshot() -> RequestSnapshot:
 
 def _handler(route: Route) -> HTTPRouteHandler:
     async def endpoint(request: Request[Any, Any, Any]) -> Response[str]:
-        arguments = (
+        reply = await reply_to_async(
+            route,
             str(request.path_params.get("path", "")).lstrip("/"),
-            {key.lower(): value for key, value in request.headers.items()},
+            request.headers.items(),
             dict(request.query_params),
         )
-        if route.blocking:
-            reply = await anyio.to_thread.run_sync(route.handle, *arguments)
-        else:
-            reply = route.handle(*arguments)
         return Response(reply.body, status_code=reply.status, media_type=reply.content_type)
 
     path = route.path.replace("{path}", "{path:path}")
     return get(path, name=f"dynconf-{route.name}", include_in_schema=False)(endpoint)
 
 
-def route_handlers(
-    lifecycle: Lifecycle,
-    *,
-    prefix: str = "",
-    metrics: bool = True,
-    stale_after: float | None = None,
-    guard: Guard | None = None,
-) -> list[HTTPRouteHandler]:
+def route_handlers(lifecycle: Lifecycle, **options: Unpack[RouteOptions]) -> list[HTTPRouteHandler]:
     """The health, metrics and (guarded) diagnostics handlers."""
-    table = route_table(
-        lifecycle, prefix=prefix, metrics=metrics, stale_after=stale_after, guard=guard
-    )
-    return [_handler(route) for route in table]
+    return [_handler(route) for route in route_table(lifecycle, **options)]
 
 
 class DynconfPlugin(InitPluginProtocol):
     """Wires configurations, groups or a built :class:`Lifecycle` into a Litestar app."""
 
     def __init__(
-        self,
-        target: Target | Lifecycle,
-        *more: Target,
-        watch: bool = True,
-        debounce: float = DEFAULT_DEBOUNCE,
-        poll_interval: float | None = None,
-        remote_interval: float = 15.0,
-        mount_routes: bool = True,
-        prefix: str = "",
-        metrics: bool = True,
-        stale_after: float | None = None,
-        guard: Guard | None = None,
+        self, target: Target | Lifecycle, *more: Target, **options: Unpack[Options]
     ) -> None:
-        self.lifecycle = lifecycle_of(
-            target,
-            *more,
-            watch=watch,
-            debounce=debounce,
-            poll_interval=poll_interval,
-            remote_interval=remote_interval,
-        )
+        self.lifecycle, route_options = wire(target, more, options)
         self._routes = (
-            route_handlers(
-                self.lifecycle,
-                prefix=prefix,
-                metrics=metrics,
-                stale_after=stale_after,
-                guard=guard,
-            )
-            if mount_routes
-            else []
+            [] if route_options is None else route_handlers(self.lifecycle, **route_options)
         )
 
     def on_app_init(self, app_config: AppConfig) -> AppConfig:

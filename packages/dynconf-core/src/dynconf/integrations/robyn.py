@@ -19,22 +19,21 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Unpack
 
 from dynconf.integrations._common import (
-    Guard,
     Lifecycle,
+    Options,
     Route,
     Target,
     current,
     enter,
     leave,
-    lifecycle_of,
     missing,
     request_snapshot,
+    wire,
 )
 from dynconf.integrations._common import routes as route_table
-from dynconf.watch import DEFAULT_DEBOUNCE
 
 try:
     from robyn import Response, Robyn
@@ -107,34 +106,15 @@ def _handler(route: Route) -> Callable[..., Any]:
 
 
 def setup(
-    app: Robyn,
-    target: Target | Lifecycle,
-    *more: Target,
-    watch: bool = True,
-    debounce: float = DEFAULT_DEBOUNCE,
-    poll_interval: float | None = None,
-    remote_interval: float = 15.0,
-    mount_routes: bool = True,
-    prefix: str = "",
-    metrics: bool = True,
-    stale_after: float | None = None,
-    guard: Guard | None = None,
+    app: Robyn, target: Target | Lifecycle, *more: Target, **options: Unpack[Options]
 ) -> RobynIntegration:
-    """Start with the server, stop with it, mount the routes; answers the integration."""
-    lifecycle = lifecycle_of(
-        target,
-        *more,
-        watch=watch,
-        debounce=debounce,
-        poll_interval=poll_interval,
-        remote_interval=remote_interval,
-    )
+    """Start with the server, stop with it, mount the routes; answers the integration.
+
+    The options are :class:`~dynconf.integrations._common.Options`."""
+    lifecycle, route_options = wire(target, more, options)
     app.startup_handler(lifecycle.start_async)
     app.shutdown_handler(lifecycle.stop_async)
-    if mount_routes:
-        table = route_table(
-            lifecycle, prefix=prefix, metrics=metrics, stale_after=stale_after, guard=guard
-        )
-        for route in table:
+    if route_options is not None:
+        for route in route_table(lifecycle, **route_options):
             app.get(route.path.replace("{path}", ":path"))(_handler(route))
     return RobynIntegration(app, lifecycle)

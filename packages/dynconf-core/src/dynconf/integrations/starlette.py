@@ -15,25 +15,25 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import Any, Unpack
 
 from dynconf.integrations._asgi import ScopeMiddleware, lifespan
 from dynconf.integrations._common import (
-    Guard,
     Lifecycle,
+    Options,
     Reply,
     Route,
+    RouteOptions,
     Target,
     current,
-    lifecycle_of,
     missing,
+    reply_to_async,
     request_snapshot,
+    wire,
 )
 from dynconf.integrations._common import routes as route_table
-from dynconf.watch import DEFAULT_DEBOUNCE
 
 try:
-    import anyio.to_thread
     from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import Response
@@ -51,32 +51,19 @@ def _response(reply: Reply) -> Response:
 
 def _endpoint(route: Route) -> Callable[[Request], Any]:
     async def endpoint(request: Request) -> Response:
-        arguments = (
+        reply = await reply_to_async(
+            route,
             str(request.path_params.get("path", "")),
-            {key.lower(): value for key, value in request.headers.items()},
+            request.headers.items(),
             dict(request.query_params),
         )
-        if route.blocking:
-            reply = await anyio.to_thread.run_sync(route.handle, *arguments)
-        else:
-            reply = route.handle(*arguments)
         return _response(reply)
 
     return endpoint
 
 
-def routes(
-    lifecycle: Lifecycle,
-    *,
-    prefix: str = "",
-    metrics: bool = True,
-    stale_after: float | None = None,
-    guard: Guard | None = None,
-) -> list[BaseRoute]:
+def routes(lifecycle: Lifecycle, **options: Unpack[RouteOptions]) -> list[BaseRoute]:
     """The health, metrics and (guarded) diagnostics routes, as Starlette routes."""
-    table = route_table(
-        lifecycle, prefix=prefix, metrics=metrics, stale_after=stale_after, guard=guard
-    )
     return [
         StarletteRoute(
             route.path.replace("{path}", "{path:path}"),
@@ -85,7 +72,7 @@ def routes(
             name=f"dynconf-{route.name}",
             include_in_schema=False,
         )
-        for route in table
+        for route in route_table(lifecycle, **options)
     ]
 
 
@@ -93,30 +80,16 @@ def setup(
     app: Starlette,
     target: Target | Lifecycle,
     *more: Target,
-    watch: bool = True,
-    debounce: float = DEFAULT_DEBOUNCE,
-    poll_interval: float | None = None,
-    remote_interval: float = 15.0,
     request_scope: bool = True,
-    mount_routes: bool = True,
-    prefix: str = "",
-    metrics: bool = True,
-    stale_after: float | None = None,
-    guard: Guard | None = None,
+    **options: Unpack[Options],
 ) -> Lifecycle:
     """Wire ``target`` (configurations, groups, or a built :class:`Lifecycle`) into ``app``.
 
     Call it before the app starts (Starlette adds middleware only then). Returns the
-    lifecycle, whose ``configs`` and ``started`` a test may inspect.
+    lifecycle, whose ``configs`` and ``started`` a test may inspect. The options are
+    :class:`~dynconf.integrations._common.Options`: how to follow, which routes to mount.
     """
-    lifecycle = lifecycle_of(
-        target,
-        *more,
-        watch=watch,
-        debounce=debounce,
-        poll_interval=poll_interval,
-        remote_interval=remote_interval,
-    )
+    lifecycle, route_options = wire(target, more, options)
     inner = app.router.lifespan_context
 
     @contextlib.asynccontextmanager
@@ -127,8 +100,6 @@ def setup(
     app.router.lifespan_context = combined
     if request_scope:
         app.add_middleware(ScopeMiddleware, lifecycle=lifecycle)
-    if mount_routes:
-        app.router.routes.extend(
-            routes(lifecycle, prefix=prefix, metrics=metrics, stale_after=stale_after, guard=guard)
-        )
+    if route_options is not None:
+        app.router.routes.extend(routes(lifecycle, **route_options))
     return lifecycle

@@ -15,28 +15,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final, cast
-
-import anyio
+from typing import Final
 
 from dynconf.errors import InvalidError, MissingError, Origin
-from dynconf.pipeline import (
-    RenderRequest,
-    env_entries,
-    fetch_present,
-    prepare,
-    verbatim_entries,
-)
+from dynconf.follow import fetch_once
+from dynconf.pipeline import RenderRequest, env_entries, prepare, verbatim_entries
 from dynconf.plugins import default_registry
 from dynconf.render import OutputSpec, select_section
-from dynconf.stores import (
-    Absent,
-    AsyncRemoteSource,
-    Fetched,
-    RemoteSource,
-    StoreSpec,
-    is_async_source,
-)
+from dynconf.stores import Absent, Fetched, StoreSpec
 from dynconf_k8s.operator.types import Reason, RenderSpec, RenderTarget
 
 __all__ = [
@@ -136,22 +122,12 @@ def render_data(
 
 
 def fetch_document(store: StoreSpec) -> Fetched:
-    """Build the store's client, read the document once, release the client."""
+    """Build the store's client, read the document once, release the client.
+
+    The read is :func:`dynconf.follow.fetch_once`'s, whether the client blocks or is async.
+    """
     source = default_registry().store(store.source).build(store)
-    if is_async_source(source):
-        return anyio.run(_fetch_async, cast(AsyncRemoteSource, source))
-    assert isinstance(source, RemoteSource)
-    try:
-        return fetch_present(source)
-    finally:
-        source.close()
-
-
-async def _fetch_async(source: AsyncRemoteSource) -> Fetched:
-    try:
-        answer = await source.fetch()
-    finally:
-        await source.aclose()
+    answer = fetch_once(source, close=True)
     if isinstance(answer, Absent):
         raise MissingError(
             "the document is not in the store; write it there first or fix the Render's key",
