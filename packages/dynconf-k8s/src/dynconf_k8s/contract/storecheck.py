@@ -11,40 +11,24 @@ translated to the annotation that sets each flag.
 from __future__ import annotations
 
 import re
-from typing import Final
+from typing import Any, Final
 
 from dynconf.plugins import default_registry
 from dynconf.stores import StoreSpec, TlsSettings
 from dynconf_k8s.contract.plan import Plan, Render
 from dynconf_k8s.contract.refusals import Refusal
-from dynconf_k8s.contract.registry import annotation
+from dynconf_k8s.contract.registry import FLAG_KEYS, KEYS, REGISTRY, annotation
 
 __all__ = ["check", "spec_for"]
 
 _PLACEHOLDER: Final = "secret-backed"
+_STORE_FIELD_ROWS: Final = tuple(row for row in KEYS if row.store_field)
 _FLAG_TO_KEY: Final = {
-    "--auth-mount": "auth-mount",
-    "--auth-role": "auth-role",
-    "--auth-username": "auth-username",
-    "--auth-token-path": "auth-token-path",
-    "--auth": "auth",
-    "--namespace": "namespace",
-    "--ref": "ref",
-    "--api-url": "api-url",
-    "--section": "section",
-    "--key": "key",
-    "--endpoint": "endpoint",
-    "--timeout": "timeout",
-    "--tls-server-name": "tls-server-name",
-    "--tls-skip-verify": "tls-skip-verify",
-    "--tls-cert and --tls-key": "tls-secret",
-    "--tls-cert/--tls-key": "tls-secret",
-    "--tls-cert": "tls-secret",
-    "--tls-key": "tls-secret",
-    "--ca": "ca-configmap",
-    "--ssh-key": "ssh-secret",
-    "--dynamic": "dynamic",
+    **FLAG_KEYS,
+    **{" and ".join(REGISTRY["tls-secret"].flags): "tls-secret"},
+    **{"/".join(REGISTRY["tls-secret"].flags): "tls-secret"},
 }
+"""Each agent flag a store's refusal may name → the annotation that sets it (the rows')."""
 _FLAG = re.compile(
     "|".join(re.escape(flag) for flag in sorted(_FLAG_TO_KEY, key=len, reverse=True))
     + r"(?![a-z-])"
@@ -74,21 +58,19 @@ def spec_for(render: Render, plan: Plan) -> StoreSpec:
         endpoint=render.endpoint if render.endpoint is not None else _PLACEHOLDER,
         key=render.key,
         section=render.section,
-        auth=auth,
-        auth_mount=render.auth_mount,
-        auth_role=render.auth_role,
-        auth_username=render.auth_username,
-        auth_token_path=render.auth_token_path,
-        namespace=render.namespace,
-        ref=render.ref,
-        api_url=render.api_url,
         ssh_key=f"/etc/dynamic-config/ssh/{render.ssh.key}" if render.ssh else None,
         timeout=float(render.timeout) if render.timeout is not None else None,
         dynamic=plan.dynamic and render.name is None,
         tls=tls,
         token=_PLACEHOLDER if has_token else None,
         password=_PLACEHOLDER if has_password else None,
+        **{**_store_strings(render), "auth": auth},
     )
+
+
+def _store_strings(render: Render) -> dict[str, Any]:
+    """The store's plain string inputs of a render, each from its row into its spec field."""
+    return {row.store_field or "": getattr(render, row.target or "") for row in _STORE_FIELD_ROWS}
 
 
 def _translate(message: str, suffix: str | None) -> str:
