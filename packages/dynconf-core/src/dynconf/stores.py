@@ -506,6 +506,7 @@ class StoreType(Protocol):
     name: str
     capability: WatchCapability
     auth_methods: Mapping[str, AuthMethod]
+
     @property
     def inputs(self) -> tuple[StoreInput, ...]:
         """The store's own inputs beyond :data:`COMMON_INPUTS`, declared by the store."""

@@ -269,3 +269,22 @@ def test_every_rows_csi_attribute_is_one_the_node_agent_takes() -> None:
     from dynconf_k8s.node.attributes import OPTIONAL, REQUIRED
 
     assert {row.csi for row in KEYS if row.csi} == {*REQUIRED, *OPTIONAL}
+
+
+def test_a_store_input_refusal_mentioning_url_is_kept_when_the_endpoint_is_a_secret() -> None:
+    # storecheck used to drop every refusal whose sentence said "url" or "host" when the
+    # endpoint came from a Secret; api-url on vault was admitted and the agent then refused it
+    from dynconf_k8s.contract.refusals import Refusal as PodRefusal
+
+    annotations = _pod("vault", endpoint_secret="vault-addr/endpoint", key="secret/app",
+                       path="/config/app.json", api_url="https://elsewhere:8200",
+                       token_secret="vault-token/token")  # fmt: skip
+    pod = {"metadata": {"name": "app", "annotations": annotations},
+           "spec": {"containers": [{"name": "app", "image": "busybox"}]}}  # fmt: skip
+
+    with pytest.raises(PodRefusal) as refused:
+        parse_pod(pod, parse_installation({}))
+
+    assert refused.value.message == (
+        "dynamic-config.rs/api-url is firestore and s3's; remove it for a vault source"
+    )

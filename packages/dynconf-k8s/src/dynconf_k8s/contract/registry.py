@@ -43,6 +43,7 @@ __all__ = [
     "ALSO_SECTION",
     "FLAG_KEYS",
     "FLEET_KNOBS",
+    "INPUT_KEYS",
     "KEYS",
     "PREFIX",
     "REGISTRY",
@@ -50,6 +51,7 @@ __all__ = [
     "SUFFIX",
     "Key",
     "annotation",
+    "input_key",
     "split_key",
 ]
 
@@ -100,6 +102,9 @@ class Key:
     when false (``--no-tls-reload``)."""
     store_field: str | None = None
     """The :class:`dynconf.stores.StoreSpec` field the flag sets as a plain string."""
+    store_input: str | None = None
+    """The store input this key stands for when it is not a plain string (``token``,
+    ``tls.ca_file``): a store's :class:`dynconf.errors.Refusal` about it names this key."""
     spec_field: str | None = None
     """The operator's spelling of the same input (a class's or a Render's ``spec`` field)."""
     csi: str | None = None
@@ -179,6 +184,7 @@ KEYS: Final[tuple[Key, ...]] = (
         store_shaped=True,
         flags=("--endpoint",),
         spec_field="endpoint",
+        store_input="endpoint",
         csi="endpoint",
     ),
     _k(
@@ -201,6 +207,7 @@ KEYS: Final[tuple[Key, ...]] = (
         store_shaped=True,
         flags=("--key",),
         spec_field="key",
+        store_input="key",
         csi="key",
     ),
     _k(
@@ -253,6 +260,7 @@ KEYS: Final[tuple[Key, ...]] = (
         "A deadline for each fetch of the watching agent.",
         flags=("--timeout",),
         rule=parse_positive_seconds,
+        store_input="timeout",
     ),
     _k(
         "agent-image",
@@ -271,6 +279,7 @@ KEYS: Final[tuple[Key, ...]] = (
         store_shaped=True,
         flags=("--section",),
         target="section",
+        store_input="section",
         csi="section",
     ),
     _k(
@@ -387,6 +396,7 @@ KEYS: Final[tuple[Key, ...]] = (
         rule=parse_secret_ref,
         target="token_secret",
         spec_field="tokenSecret",
+        store_input="token",
         csi="token-secret",
     ),
     _k(
@@ -399,6 +409,7 @@ KEYS: Final[tuple[Key, ...]] = (
         store_shaped=True,
         rule=parse_secret_ref,
         target="password_secret",
+        store_input="password",
     ),
     _k(
         "ca-configmap",
@@ -411,6 +422,7 @@ KEYS: Final[tuple[Key, ...]] = (
         flags=("--ca",),
         rule=parse_configmap_ref("ca.crt"),
         target="ca",
+        store_input="tls.ca_file",
     ),
     _k(
         "tls-secret",
@@ -425,6 +437,7 @@ KEYS: Final[tuple[Key, ...]] = (
             "--tls-key",
         ),
         target="tls_secret",
+        store_input="tls.cert_file",
     ),
     _k(
         "ssh-secret",
@@ -436,6 +449,7 @@ KEYS: Final[tuple[Key, ...]] = (
         store_shaped=True,
         flags=("--ssh-key",),
         rule=parse_configmap_ref("ssh-privatekey"),
+        store_input="ssh_key",
     ),
     _k(
         "volume-medium",
@@ -741,6 +755,7 @@ KEYS: Final[tuple[Key, ...]] = (
         flags=("--tls-server-name",),
         rule=verbatim,
         target="tls_server_name",
+        store_input="tls.server_name",
     ),
     _k(
         "tls-skip-verify",
@@ -752,6 +767,7 @@ KEYS: Final[tuple[Key, ...]] = (
         rule=parse_bool,
         value=False,
         target="tls_skip_verify",
+        store_input="tls.skip_verify",
         flag_kind="bare",
     ),
     _k(
@@ -826,6 +842,7 @@ KEYS: Final[tuple[Key, ...]] = (
         rule=parse_bool,
         value=False,
         target="dynamic",
+        store_input="dynamic",
         flag_kind="bare",
     ),
     _k(
@@ -897,6 +914,21 @@ STORE_KNOBS: Final[tuple[str, ...]] = tuple(
     row.name for row in KEYS if row.store_knob and row.name != "source"
 )
 """Knobs a per-store group may set (plus ``overridable``), in table order."""
+
+
+INPUT_KEYS: Final[Mapping[str, str]] = {
+    **{row.store_field or row.store_input or "": row.name for row in KEYS
+       if row.store_field or row.store_input},
+    "tls.key_file": "tls-secret",
+}  # fmt: skip
+"""The key that sets each store input (a StoreSpec field) — how admission names the field of a
+store's :class:`dynconf.errors.Refusal`."""
+
+
+def input_key(field: str) -> str:
+    """The annotation base name of a store input: its row's, else the input's own name in the
+    annotations' spelling (an input a store declares that no row lists yet)."""
+    return INPUT_KEYS.get(field) or field.replace("_", "-")
 
 
 FLAG_KEYS: Final[Mapping[str, str]] = {

@@ -13,11 +13,12 @@ from __future__ import annotations
 import re
 from typing import Any, Final
 
+from dynconf.errors import Refusal as StoreRefusal
 from dynconf.plugins import default_registry
-from dynconf.stores import StoreSpec, TlsSettings
+from dynconf.stores import StoreSpec, TlsSettings, flag_spelling
 from dynconf_k8s.contract.plan import Plan, Render
 from dynconf_k8s.contract.refusals import Refusal
-from dynconf_k8s.contract.registry import FLAG_KEYS, KEYS, REGISTRY, annotation
+from dynconf_k8s.contract.registry import FLAG_KEYS, KEYS, REGISTRY, annotation, input_key
 
 __all__ = ["check", "spec_for"]
 
@@ -34,6 +35,7 @@ _FLAG = re.compile(
     + r"(?![a-z-])"
 )
 _ENDPOINT_WORDS: Final = ("endpoint", "url", "address", "scheme", "host")
+"""Words of a store's free-text sentence about its address (a refusal with a field needs none)."""
 
 
 def spec_for(render: Render, plan: Plan) -> StoreSpec:
@@ -74,13 +76,23 @@ def _store_strings(render: Render) -> dict[str, Any]:
 
 
 def _translate(message: str, suffix: str | None) -> str:
+    """Agent flags left in a store's free-text sentence, said as the annotations that set them.
+
+    Only a sentence a store still answers as text (``Refusal.field`` ``None``) needs it; a
+    refusal that names its field is rendered with the annotation's name directly.
+    """
     message = _FLAG.sub(lambda m: annotation(_FLAG_TO_KEY[m.group(0)], suffix), message)
-    message = message.replace(
-        "a token (DYNAMIC_CONFIG_AGENT_TOKEN)", annotation("token-secret", suffix)
-    )
-    return message.replace(
-        "a password (DYNAMIC_CONFIG_AGENT_PASSWORD)", annotation("password-secret", suffix)
-    )
+    for spelled in ("token", "password"):
+        message = message.replace(flag_spelling(spelled), annotation(input_key(spelled), suffix))
+    return message
+
+
+def _about_endpoint(refusal: StoreRefusal) -> bool:
+    """Whether a refusal judges the address, which admission cannot see when it is in a Secret."""
+    if refusal.field is not None:
+        return refusal.field == "endpoint"
+    text = refusal.problem.lower()
+    return _PLACEHOLDER in text or any(word in text for word in _ENDPOINT_WORDS)
 
 
 def check(render: Render, plan: Plan) -> None:
@@ -90,14 +102,13 @@ def check(render: Render, plan: Plan) -> None:
     except Exception:
         return
     try:
-        refusals = store.validate(spec_for(render, plan))
+        refusals = store.refusals(spec_for(render, plan))
     except Exception:
         return
     if render.endpoint is None:
-        refusals = [
-            r for r in refusals
-            if _PLACEHOLDER not in r and not any(w in r.lower() for w in _ENDPOINT_WORDS)
-        ]  # fmt: skip
+        refusals = [refusal for refusal in refusals if not _about_endpoint(refusal)]
     if refusals:
         where = f'render "{render.name}": ' if render.name else ""
-        raise Refusal(f"{where}{_translate(refusals[0], render.name)}")
+        name = render.name
+        text = refusals[0].render(lambda field: annotation(input_key(field), name))
+        raise Refusal(f"{where}{_translate(text, name)}")
