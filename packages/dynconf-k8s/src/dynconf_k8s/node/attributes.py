@@ -63,7 +63,7 @@ _FLAG_FOR: Final = {
     row.csi: row.flags[0] for row in _ROWS if row.csi and row.flags and row.csi not in _SPECIAL
 }
 _OPTION_ROWS: Final = tuple(row for row in _ROWS if row.store_field)
-"""The fetch-shaping inputs (auth, role, mount, username, namespace, ref, api-url)."""
+"""The fetch-shaping inputs: the volume's rows that set a plain StoreSpec string."""
 
 DEFAULT_WATCH_SECONDS: Final = 15
 MAX_VALUE_CHARS: Final = 4096
@@ -138,8 +138,9 @@ def _refuse_oversized(attributes: Mapping[str, str]) -> None:
 class DocumentKey:
     """What makes two readers one read: the store, the address, the key and the credential.
 
-    ``options`` carries the remaining fetch-shaping attributes (auth method, role, mount,
-    username, namespace, ref, api-url): two volumes that differ there read different things.
+    ``options`` carries the remaining fetch-shaping attributes (:data:`_OPTION_ROWS`, the auth
+    method and its inputs, the store's own): two volumes that differ there read different
+    things.
     ``credential`` is a SHA-256 over the Secret values the read uses (and ``token-secret``),
     so the identity can be compared and kept without holding the credential twice; its
     ``repr`` shows a prefix only.

@@ -134,7 +134,7 @@ def _aux_dir(kind: str, render: Render) -> str:
 
 
 _STORE_FIELD_ROWS: Final = tuple(row for row in KEYS if row.store_field)
-"""The store's plain string inputs (auth, role, namespace, ref, api-url, …), in table order."""
+"""The store's plain string inputs (the rows naming a StoreSpec field), in table order."""
 _DEFAULT_ONLY: Final = ("startup-policy", "on-delete", "max-document-bytes", "max-staleness")
 """Pod-scope rows every agent of the default render takes (init and watcher), in golden order."""
 
