@@ -288,3 +288,18 @@ def test_a_store_input_refusal_mentioning_url_is_kept_when_the_endpoint_is_a_sec
     assert refused.value.message == (
         "dynamic-config.rs/api-url is firestore and s3's; remove it for a vault source"
     )
+
+
+@pytest.mark.parametrize("name", ["section", "auth-role", "namespace", "tls-secret"])
+def test_an_empty_store_string_annotation_is_refused_by_its_rows_rule(name: str) -> None:
+    # the installation tier always judged these with the row's rule; the annotation now does too
+    from dynconf_k8s.contract.refusals import Refusal as PodRefusal
+
+    annotations = {**PODS["vault"], f"dynamic-config.rs/{name}": ""}
+    pod = {"metadata": {"name": "app", "annotations": annotations},
+           "spec": {"containers": [{"name": "app", "image": "busybox"}]}}  # fmt: skip
+
+    with pytest.raises(PodRefusal) as refused:
+        parse_pod(pod, parse_installation({}))
+
+    assert refused.value.message == f"dynamic-config.rs/{name} is empty; give a value or drop it"
