@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Final
 from urllib.parse import urlsplit
 
+from dynconf.errors import Refusal
 from dynconf.plugins import hookimpl
 from dynconf.stores import (
     AuthMethod,
@@ -74,62 +75,76 @@ class HttpStoreType(StoreTypeBase):
     def credential_hint(self) -> str:
         return "DYNAMIC_CONFIG_AGENT_TOKEN or DYNAMIC_CONFIG_AGENT_PASSWORD"
 
-    def store_refusals(self, spec: StoreSpec) -> list[str]:
-        refusals: list[str] = []
+    def store_refusals(self, spec: StoreSpec) -> list[Refusal]:
+        """The store's own rules, as data: each names the input it is about, so the agent, the
+        webhook and a library caller each say it in their own words (``--auth-username``,
+        ``dynamic-config.rs/auth-username``, ``auth_username=``)."""
+        refusals: list[Refusal] = []
         shown = redact_url(spec.endpoint)
         parts = urlsplit(spec.endpoint)
         if parts.scheme not in ("http", "https"):
             refusals.append(
-                f"the http endpoint {shown} needs an http:// or https:// scheme, e.g. "
-                "https://config.example.com/documents"
-            )
+                Refusal("endpoint", f"the http {{field}} {shown} needs an http:// or https:// "
+                        "scheme", "e.g. https://config.example.com/documents")
+            )  # fmt: skip
         elif not parts.hostname:
-            refusals.append(f"the http endpoint {shown} names no host")
+            refusals.append(Refusal("endpoint", f"the http {{field}} {shown} names no host"))
         if "@" in parts.netloc:
             refusals.append(
-                f"the http endpoint {shown} carries credentials; remove them and use "
-                "--auth basic with DYNAMIC_CONFIG_AGENT_PASSWORD"
-            )
+                Refusal("endpoint", f"the http {{field}} {shown} carries credentials",
+                        "remove them and use --auth basic with DYNAMIC_CONFIG_AGENT_PASSWORD")
+            )  # fmt: skip
         if parts.query or parts.fragment:
-            refusals.append(f"the http endpoint {shown} has a query or fragment; remove it")
+            refusals.append(
+                Refusal("endpoint", f"the http {{field}} {shown} has a query or fragment",
+                        "remove it")
+            )  # fmt: skip
         if parts.scheme == "http" and spec.tls.configured:
             refusals.append(
-                "TLS settings (--ca, --tls-cert/--tls-key, --tls-skip-verify) need an "
-                "https:// endpoint; change the scheme or remove them"
-            )
+                Refusal("endpoint", "TLS settings (--ca, --tls-cert/--tls-key, --tls-skip-verify) "
+                        "need an https:// {field}", "change the scheme or remove them")
+            )  # fmt: skip
         if spec.tls.server_name:
             refusals.append(
-                "http does not support --tls-server-name; put the certificate's name in the "
-                "endpoint's host"
-            )
+                Refusal("tls.server_name", "http does not support {field}",
+                        "put the certificate's name in the endpoint's host")
+            )  # fmt: skip
         if not spec.key.strip("/"):
-            refusals.append("the http key is the document's path under the endpoint; name one")
+            refusals.append(Refusal("key", "the http {field} is the document's path under the "
+                                    "endpoint", "name one"))  # fmt: skip
         elif format_from_key(spec.key) is None:
             refusals.append(
-                f"the http key {spec.key} has no format extension; end it in .json, .toml, "
-                ".yaml, .ini, .properties or .env"
-            )
+                Refusal("key", f"the http {{field}} {spec.key} has no format extension",
+                        "end it in .json, .toml, .yaml, .ini, .properties or .env")
+            )  # fmt: skip
         method = auth_method(spec)
         if spec.auth is None and method == "basic" and not spec.auth_username:
-            refusals.append("http auth basic needs --auth-username")
+            refusals.append(Refusal("auth_username", "http auth basic needs {field}"))
         if method != "token" and spec.token:
-            refusals.append(f"--auth {method} sends no token, but one is set; use --auth token")
+            refusals.append(
+                Refusal("token", f"--auth {method} sends no token, but {{field}} is set",
+                        "use --auth token")
+            )  # fmt: skip
         if method != "basic" and spec.password:
-            refusals.append(f"--auth {method} sends no password, but one is set; use --auth basic")
-        for flag, present in (
-            ("--auth-mount", spec.auth_mount),
-            ("--auth-role", spec.auth_role),
-            ("--auth-token-path", spec.auth_token_path),
-        ):
-            if present:
-                refusals.append(f"http takes no {flag}; remove it")
+            refusals.append(
+                Refusal("password", f"--auth {method} sends no password, but {{field}} is set",
+                        "use --auth basic")
+            )  # fmt: skip
+        for name in ("auth_mount", "auth_role", "auth_token_path"):
+            if getattr(spec, name):
+                refusals.append(Refusal(name, "http takes no {field}", "remove it"))
         if spec.auth_username and method != "basic":
-            refusals.append("--auth-username belongs to --auth basic; add it or remove the name")
+            refusals.append(
+                Refusal("auth_username", "{field} belongs to --auth basic",
+                        "add it or remove the name")
+            )  # fmt: skip
         refusals.extend(
-            f"{name} is not an http setting; http takes no settings" for name in sorted(spec.extra)
+            Refusal(None, f"{name} is not an http setting", "http takes no settings")
+            for name in sorted(spec.extra)
         )
         if spec.timeout is not None and spec.timeout <= 0:
-            refusals.append("--timeout must be a positive number of seconds for http")
+            refusals.append(Refusal("timeout", "{field} must be a positive number of seconds "
+                                    "for http"))  # fmt: skip
         return refusals
 
     def describe(self, spec: StoreSpec) -> str:

@@ -11,6 +11,7 @@ names, paths, line numbers and rules only. ``str(error)`` is therefore safe to l
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import ClassVar
@@ -30,10 +31,38 @@ __all__ = [
     "Origin",
     "OriginKind",
     "ParseError",
+    "Refusal",
     "RemoteError",
     "TypeMismatchError",
     "error_for_kind",
 ]
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Why a store spec is refused, as data: which input, what is wrong with it, the fix.
+
+    ``field`` names the input in the engine's own words (a :class:`~dynconf.stores.StoreSpec`
+    field: ``auth_role``, ``token``, ``tls.cert_file``), or is ``None`` when the refusal is
+    about the spec as a whole. Each front end renders it in its own vocabulary — the agent's
+    flag (``--auth-role``), the annotation (``dynamic-config.rs/auth-role``), a CSI attribute,
+    a TOML key, a Python keyword — by passing its ``spell`` to :meth:`render`, so a front end
+    never rewrites another's sentence. ``problem`` is a phrase in which ``{field}`` marks
+    where the input's name goes (at the front when it has no mark); it carries no credential
+    and no document value.
+    """
+
+    field: str | None
+    problem: str
+    fix: str = ""
+
+    def render(self, spell: Callable[[str], str]) -> str:
+        """The one sentence, with the field spelled by ``spell``."""
+        text = self.problem
+        if self.field is not None:
+            name = spell(self.field)
+            text = text.replace("{field}", name) if "{field}" in text else f"{name} {text}"
+        return f"{text}; {self.fix}" if self.fix else text
 
 
 class ErrorKind(StrEnum):

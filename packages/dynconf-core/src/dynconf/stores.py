@@ -28,12 +28,19 @@ import random
 import time
 from abc import abstractmethod
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, Protocol, runtime_checkable
 
-from dynconf.errors import AuthError, BackendError, DynconfError, Origin, RemoteError
+from dynconf.errors import (
+    AuthError,
+    BackendError,
+    DynconfError,
+    Origin,
+    Refusal,
+    RemoteError,
+)
 from dynconf.sources import SourceSupport, report_failure, report_watching
 from dynconf.store_http import http_setting_refusals
 
@@ -48,6 +55,8 @@ __all__ = [
     "Pace",
     "RemoteSource",
     "SourceSupport",
+    "COMMON_INPUTS",
+    "StoreInput",
     "StoreSpec",
     "StoreType",
     "StoreTypeBase",
@@ -57,8 +66,10 @@ __all__ = [
     "WatchCapability",
     "as_answer",
     "format_from_key",
+    "flag_spelling",
     "format_refusals",
     "is_async_source",
+    "keyword_spelling",
     "layered",
     "read_credential",
     "redact_url",
@@ -66,6 +77,7 @@ __all__ = [
     "report_failure",
     "report_watching",
     "same_document",
+    "toml_spelling",
 ]
 
 
@@ -495,8 +507,17 @@ class StoreType(Protocol):
     capability: WatchCapability
     auth_methods: Mapping[str, AuthMethod]
 
+    @property
+    def inputs(self) -> tuple[StoreInput, ...]:
+        """The store's own inputs beyond :data:`COMMON_INPUTS`, declared by the store."""
+        ...
+
     def validate(self, spec: StoreSpec) -> list[str]:
         """Every refusal for this spec, each a sentence that names the fix; ``[]`` if fine."""
+        ...
+
+    def refusals(self, spec: StoreSpec) -> list[Refusal]:
+        """The same refusals as data, for a front end that spells fields its own way."""
         ...
 
     def describe(self, spec: StoreSpec) -> str:
@@ -659,27 +680,68 @@ def credential_from_file(path: str | os.PathLike[str]) -> str:
     return text[:-1] if text.endswith("\n") else text
 
 
-_STORE_ONLY_FIELDS: Final = {
-    # field name on StoreSpec → (flag spelling, stores that accept it)
-    "ref": ("--ref", frozenset({"git"})),
-    "ssh_key": ("--ssh-key", frozenset({"git"})),
-    "api_url": ("--api-url", frozenset({"firestore", "s3"})),
-    "namespace": ("--namespace", frozenset({"vault"})),
-    "dynamic": ("--dynamic", frozenset({"vault"})),
-    "keys": ("several keys (keys=[...])", frozenset({"consul", "etcd"})),
-}
+@dataclass(frozen=True, slots=True)
+class StoreInput:
+    """An input a store declares beyond the common spec: its field, its kind, secret or not.
 
-_NEED_SPELLING: Final = {
-    "auth_role": "--auth-role",
-    "auth_mount": "--auth-mount",
-    "auth_username": "--auth-username",
-    "auth_token_path": "--auth-token-path",
+    The field is a :class:`StoreSpec` field (``ref``, ``api_url``); a store that does not
+    declare one refuses it when set, and the refusal names the stores that do. Which auth
+    method needs which input is the :class:`AuthMethod`'s ``needs`` (the one home of it).
+    """
+
+    name: str
+    kind: str = "text"
+    """``text``, ``url``, ``path`` (a file the caller mounts), ``switch`` or ``list``."""
+    secret: bool = False
+    """Whether the value is a credential (never quoted, never an argument)."""
+    summary: str = ""
+
+
+COMMON_INPUTS: Final = frozenset(
+    {
+        "source", "endpoint", "key", "section", "auth", "auth_mount", "auth_role",
+        "auth_username", "auth_token_path", "timeout", "tls", "token", "password", "extra",
+        "state_dir",
+    }
+)  # fmt: skip
+"""The :class:`StoreSpec` fields every store reads; any other field is a store's own input,
+taken only by the stores whose ``inputs`` declare it."""
+
+_FLAG_SPELLING: Final = {
     "token": "a token (DYNAMIC_CONFIG_AGENT_TOKEN)",
     "password": "a password (DYNAMIC_CONFIG_AGENT_PASSWORD)",
     "tls.cert_file": "--tls-cert and --tls-key",
-    "ssh_key": "--ssh-key",
-    "api_url": "--api-url",
+    "tls.key_file": "--tls-key",
+    "tls.ca_file": "--ca",
+    "tls.server_name": "--tls-server-name",
+    "tls.skip_verify": "--tls-skip-verify",
+    "keys": "several keys (keys=[...])",
 }
+_KEYWORD_SPELLING: Final = {
+    "dynamic": "dynamic=True",
+    "keys": "keys=[...]",
+}
+
+
+def flag_spelling(field_name: str) -> str:
+    """An input as the agent's command line (and environment) spells it: ``--auth-role``."""
+    return _FLAG_SPELLING.get(field_name) or "--" + field_name.replace("_", "-")
+
+
+def keyword_spelling(field_name: str) -> str:
+    """An input as a Python constructor spells it: ``auth_role=``, ``tls=TlsSettings(ca_file=)``."""
+    if field_name.startswith("tls."):
+        return f"tls=TlsSettings({field_name.removeprefix('tls.')}=)"
+    return _KEYWORD_SPELLING.get(field_name) or f"{field_name}="
+
+
+def toml_spelling(field_name: str) -> str:
+    """An input as a TOML ``[remote]`` table spells it: the field's own name."""
+    return field_name
+
+
+def _declares(store: StoreType | StoreTypeBase, name: str) -> bool:
+    return any(declared.name == name for declared in store.inputs)
 
 
 class StoreTypeBase:
@@ -697,31 +759,61 @@ class StoreTypeBase:
     default_auth: str | None = None
     """The method used when ``--auth`` is absent; ``None`` means ``--auth`` is not accepted."""
 
+    inputs: tuple[StoreInput, ...] = ()
+    """The store's own inputs beyond :data:`COMMON_INPUTS` (git's ``ref``, s3's ``api_url``)."""
+
     def validate(self, spec: StoreSpec) -> list[str]:
-        refusals: list[str] = []
-        for field_name, (flag, owners) in _STORE_ONLY_FIELDS.items():
-            if getattr(spec, field_name) and self.name not in owners:
-                who = " and ".join(sorted(owners))
-                refusals.append(f"{flag} is {who}'s; remove it for a {self.name} source")
+        """Every refusal, each a sentence in the agent's flag vocabulary."""
+        return [refusal.render(flag_spelling) for refusal in self.refusals(spec)]
+
+    def refusals(self, spec: StoreSpec) -> list[Refusal]:
+        """Every refusal as data; each front end renders the field in its own vocabulary.
+
+        A store's own :meth:`store_refusals` may still answer sentences (``field`` ``None``).
+        """
+        out = [*self._foreign_inputs(spec), *self._method_refusals(spec)]
+        loose = [*spec.tls.problems(), *http_setting_refusals(self.name, spec.extra)]
+        for item in (*loose, *self.store_refusals(spec)):
+            out.append(item if isinstance(item, Refusal) else Refusal(None, item))
+        return out
+
+    def _foreign_inputs(self, spec: StoreSpec) -> list[Refusal]:
+        from dynconf.plugins import default_registry  # plugins imports this module
+
+        out: list[Refusal] = []
+        for spec_field in fields(StoreSpec):
+            name = spec_field.name
+            if name in COMMON_INPUTS or _declares(self, name) or not getattr(spec, name):
+                continue
+            stores = default_registry().stores.values()
+            owners = sorted(store.name for store in stores if _declares(store, name))
+            problem = f"is {' and '.join(owners)}'s" if owners else f"is no {self.name} input"
+            out.append(Refusal(name, problem, f"remove it for a {self.name} source"))
+        return out
+
+    def _method_refusals(self, spec: StoreSpec) -> list[Refusal]:
+        out: list[Refusal] = []
         if spec.auth is not None and not self.auth_methods:
-            refusals.append(
-                f"{self.name} takes no --auth; its credentials come from {self.credential_hint()}"
+            out.append(
+                Refusal(
+                    "auth",
+                    f"{self.name} takes no {{field}}",
+                    f"its credentials come from {self.credential_hint()}",
+                )
             )
         elif spec.auth is not None and spec.auth not in self.auth_methods:
             known = ", ".join(sorted(self.auth_methods))
-            refusals.append(f"--auth {spec.auth} is not a {self.name} method; use one of: {known}")
+            out.append(
+                Refusal("auth", f"{{field}} {spec.auth} is not a {self.name} method",
+                        f"use one of: {known}")
+            )  # fmt: skip
         method_name = spec.auth if spec.auth is not None else self.default_auth
         method = self.auth_methods.get(method_name) if method_name else None
         if method is not None:
             for need in method.needs:
                 if not self._has(spec, need):
-                    refusals.append(
-                        f"{self.name} auth {method.name} needs {_NEED_SPELLING.get(need, need)}"
-                    )
-        refusals.extend(spec.tls.problems())
-        refusals.extend(http_setting_refusals(self.name, spec.extra))
-        refusals.extend(self.store_refusals(spec))
-        return refusals
+                    out.append(Refusal(need, f"{self.name} auth {method.name} needs {{field}}"))
+        return out
 
     @staticmethod
     def _has(spec: StoreSpec, need: str) -> bool:
@@ -733,7 +825,7 @@ class StoreTypeBase:
         """Where this store's credentials come from, for refusals (override per store)."""
         return "its endpoint and the environment"
 
-    def store_refusals(self, spec: StoreSpec) -> list[str]:
+    def store_refusals(self, spec: StoreSpec) -> Sequence[str | Refusal]:
         """The store's own rules (key shape, URL scheme, TLS it cannot honour)."""
         return []
 

@@ -15,6 +15,7 @@ from dynconf.plugins import hookimpl
 from dynconf.store_http import HTTP_SETTINGS, HttpPolicy
 from dynconf.stores import (
     AuthMethod,
+    StoreInput,
     StoreSpec,
     StoreType,
     StoreTypeBase,
@@ -76,6 +77,7 @@ class ConsulStoreType(StoreTypeBase):
     """The typed Python constructor (``from dynconf.remote import Consul``)."""
 
     name = "consul"
+    inputs = (StoreInput("keys", "list", summary="several keys read as one"),)
     capability = WatchCapability.PUSH
     auth_methods = AUTH_METHODS
     default_auth = "anonymous"

@@ -15,6 +15,7 @@ from dynconf.plugins import hookimpl
 from dynconf.store_http import HttpPolicy
 from dynconf.stores import (
     AuthMethod,
+    StoreInput,
     StoreSpec,
     StoreType,
     StoreTypeBase,
@@ -40,6 +41,7 @@ class EtcdStoreType(StoreTypeBase):
     """The typed Python constructor (``from dynconf.remote import Etcd``)."""
 
     name = "etcd"
+    inputs = (StoreInput("keys", "list", summary="several keys read as one"),)
     capability = WatchCapability.PUSH
     auth_methods: Mapping[str, AuthMethod] = {}
     default_auth = None

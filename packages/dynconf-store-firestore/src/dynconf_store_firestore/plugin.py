@@ -13,7 +13,14 @@ from typing import TYPE_CHECKING, Final
 
 from dynconf.plugins import hookimpl
 from dynconf.store_http import USE_PROXY, HttpPolicy
-from dynconf.stores import AuthMethod, StoreSpec, StoreType, StoreTypeBase, WatchCapability
+from dynconf.stores import (
+    AuthMethod,
+    StoreInput,
+    StoreSpec,
+    StoreType,
+    StoreTypeBase,
+    WatchCapability,
+)
 
 if TYPE_CHECKING:
     from dynconf_store_firestore.source import FirestoreSource
@@ -122,6 +129,7 @@ class FirestoreStoreType(StoreTypeBase):
     """The typed Python constructor (``from dynconf.remote import Firestore``)."""
 
     name = "firestore"
+    inputs = (StoreInput("api_url", "url", summary="another Firestore API address"),)
     capability = WatchCapability.PUSH
     auth_methods = AUTH_METHODS
     default_auth = "metadata-server"

@@ -16,6 +16,7 @@ from dynconf.plugins import hookimpl
 from dynconf.store_http import USE_PROXY, HttpPolicy
 from dynconf.stores import (
     AuthMethod,
+    StoreInput,
     StoreSpec,
     StoreType,
     StoreTypeBase,
@@ -80,6 +81,10 @@ class GitStoreType(StoreTypeBase):
     """The typed Python constructor (``from dynconf.remote import Git``)."""
 
     name = "git"
+    inputs = (
+        StoreInput("ref", summary="branch:x, tag:x, commit:sha or a branch"),
+        StoreInput("ssh_key", "path", secret=True, summary="a deploy key file"),
+    )
     capability = WatchCapability.CONDITIONAL
     auth_methods = AUTH_METHODS
     default_auth = "anonymous"

@@ -15,6 +15,7 @@ from dynconf.plugins import hookimpl
 from dynconf.store_http import USE_PROXY, HttpPolicy
 from dynconf.stores import (
     AuthMethod,
+    StoreInput,
     StoreSpec,
     StoreType,
     StoreTypeBase,
@@ -69,6 +70,7 @@ class S3StoreType(StoreTypeBase):
     """The typed Python constructor (``from dynconf.remote import S3``)."""
 
     name = "s3"
+    inputs = (StoreInput("api_url", "url", summary="an S3-compatible server"),)
     capability = WatchCapability.CONDITIONAL
     auth_methods: Mapping[str, AuthMethod] = {}
     default_auth = None

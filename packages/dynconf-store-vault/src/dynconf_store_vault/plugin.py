@@ -11,7 +11,14 @@ from typing import TYPE_CHECKING, Final
 from urllib.parse import urlsplit
 
 from dynconf.plugins import hookimpl
-from dynconf.stores import AuthMethod, StoreSpec, StoreType, StoreTypeBase, WatchCapability
+from dynconf.stores import (
+    AuthMethod,
+    StoreInput,
+    StoreSpec,
+    StoreType,
+    StoreTypeBase,
+    WatchCapability,
+)
 
 if TYPE_CHECKING:
     from dynconf_store_vault.source import VaultSource
@@ -64,6 +71,10 @@ class VaultStoreType(StoreTypeBase):
     """The typed Python constructor (``from dynconf.remote import Vault``)."""
 
     name = "vault"
+    inputs = (
+        StoreInput("namespace", summary="a Vault Enterprise namespace"),
+        StoreInput("dynamic", "switch", summary="a dynamic secret with a lease"),
+    )
     capability = WatchCapability.CONDITIONAL
     auth_methods = AUTH_METHODS
     default_auth = "token"

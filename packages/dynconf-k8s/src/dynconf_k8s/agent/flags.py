@@ -20,7 +20,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from dynconf.errors import DynconfError
 from dynconf.limits import shown
@@ -30,6 +30,7 @@ from dynconf.render import DEFAULT_MAX_DOCUMENT_BYTES, OutputSpec, TemplateSourc
 from dynconf.stores import StoreSpec, TlsSettings
 from dynconf.units import parse_seconds_or_duration
 from dynconf_k8s.agent.notify import NotifyTarget, NotifyUrlError, parse_notify_url
+from dynconf_k8s.contract.registry import KEYS
 from dynconf_k8s.vocabulary import ON_DELETE, ON_DRIFT, STARTUP_POLICIES, STORES
 
 __all__ = [
@@ -62,57 +63,16 @@ def output_extensions() -> tuple[str, ...]:
     return tuple(f".{ext}" for ext in sorted(default_registry().extensions))
 
 
-BARE_FLAGS: Final = frozenset(
-    {
-        "--one-shot",
-        "--no-tls-reload",
-        "--require-ack",
-        "--events",
-        "--meta",
-        "--dynamic",
-        "--no-revoke-on-shutdown",
-        "--tls-skip-verify",
-    }
-)
+AGENT_ONLY_FLAGS: Final = frozenset({"--one-shot"})
+"""Flags of the agent's own (a run outside Kubernetes); the webhook never writes them."""
+BARE_FLAGS: Final = AGENT_ONLY_FLAGS | {flag for row in KEYS if row.bare for flag in row.flags}
 VALUE_FLAGS: Final = frozenset(
-    {
-        "--source",
-        "--endpoint",
-        "--key",
-        "--out",
-        "--watch",
-        "--section",
-        "--file-mode",
-        "--metrics-addr",
-        "--startup-policy",
-        "--max-document-bytes",
-        "--on-delete",
-        "--on-drift",
-        "--canary",
-        "--timeout",
-        "--history",
-        "--notify-http",
-        "--also",
-        "--schema",
-        "--max-staleness",
-        "--revoke-grace",
-        "--auth",
-        "--auth-mount",
-        "--auth-role",
-        "--auth-username",
-        "--auth-token-path",
-        "--namespace",
-        "--ref",
-        "--ssh-key",
-        "--api-url",
-        "--template",
-        "--template-inline",
-        "--ca",
-        "--tls-cert",
-        "--tls-key",
-        "--tls-server-name",
-    }
+    {flag for row in KEYS if not row.bare for flag in row.flags} | {"--also"}
 )
+"""Exactly the contract rows' flags (plus ``--also``, the ``also.<name>`` files), read off
+:data:`~dynconf_k8s.contract.registry.KEYS`: a key that gains a flag is accepted here with
+no edit."""
+_STORE_FIELD_ROWS: Final = tuple(row for row in KEYS if row.store_field)
 TIMEOUT_STORES: Final = frozenset({"consul", "vault", "config-server", "firestore"})
 
 USAGE: Final = """\
@@ -346,6 +306,11 @@ def _metrics_addr(text: str) -> tuple[str, int]:
     return host or "0.0.0.0", int(port)  # noqa: S104 - the pod's port, by contract
 
 
+def _store_strings(values: Mapping[str, str]) -> dict[str, Any]:
+    """The store's plain string inputs, each from its row's flag into its StoreSpec field."""
+    return {row.store_field or "": values.get(row.flags[0]) for row in _STORE_FIELD_ROWS}
+
+
 def parse_args(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> AgentSettings:
     """Parse and check the command line against the contract; raise :class:`UsageError`."""
     env = os.environ if environ is None else environ
@@ -442,18 +407,11 @@ def parse_args(argv: Sequence[str], environ: Mapping[str, str] | None = None) ->
         endpoint=endpoint,
         key=key,
         section=values.get("--section") or None,
-        auth=values.get("--auth"),
-        auth_mount=values.get("--auth-mount"),
-        auth_role=values.get("--auth-role"),
-        auth_username=values.get("--auth-username"),
-        auth_token_path=values.get("--auth-token-path"),
-        namespace=values.get("--namespace"),
-        ref=values.get("--ref"),
-        api_url=values.get("--api-url"),
         ssh_key=values.get("--ssh-key"),
         timeout=timeout,
         dynamic="--dynamic" in bare,
         tls=tls,
+        **_store_strings(values),
     ).with_secrets_from_env(env)
 
     notify = None

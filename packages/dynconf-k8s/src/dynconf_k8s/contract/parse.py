@@ -24,33 +24,22 @@ from dynconf_k8s.contract.refusals import PINS_PHRASE, Refusal
 from dynconf_k8s.contract.registry import (
     ALSO,
     ALSO_SECTION,
+    KEYS,
     PREFIX,
+    REGISTRY,
+    Key,
     annotation,
     split_key,
 )
 from dynconf_k8s.contract.rules import (
     ConfigMapRef,
     RuleError,
-    parse_agent_env,
     parse_bool,
-    parse_configmap_ref,
-    parse_duration_seconds,
-    parse_file_mode,
     parse_file_path,
     parse_flag_part,
-    parse_history,
-    parse_mode,
-    parse_port,
-    parse_positive_seconds,
     parse_quantity,
-    parse_secret_ref,
-    parse_source,
-    parse_uid,
-    parse_volume_medium,
-    parse_whole_seconds,
     quantity_bytes,
 )
-from dynconf_k8s.vocabulary import ON_DRIFT
 
 __all__ = [
     "INJECTED",
@@ -63,18 +52,13 @@ T = TypeVar("T")
 INJECTED = "injected"
 AGENT = "dynamic-config-agent"
 INIT = "dynamic-config-init"
-_STORE_STRINGS = (
-    "key", "section", "auth", "auth-mount", "auth-role", "auth-username", "auth-token-path",
-    "namespace", "ref", "api-url", "token-secret", "password-secret", "ca-configmap",
-    "tls-secret", "ssh-secret", "aws-secret",
-)  # fmt: skip
 _PAIRS = (("endpoint", "endpoint-secret"), ("template", "template-configmap"))
-_RESOURCES = (
-    ("agent-cpu-request", "10m"),
-    ("agent-memory-request", "32Mi"),
-    ("agent-cpu-limit", None),
-    ("agent-memory-limit", "64Mi"),
-)
+"""Either-or pairs: one input, two places to give it (a cross-key rule, not a row's)."""
+_POD_ROWS: Final = tuple(row for row in KEYS if row.target and not row.per_render)
+_RENDER_ROWS: Final = tuple(row for row in KEYS if row.target and row.per_render)
+_STORE_ROWS: Final = tuple(row for row in KEYS if row.store_shaped)
+_RESOURCES: Final = tuple(row for row in KEYS if row.rule is parse_quantity and row.fleet_env)
+"""The agent's CPU and memory, defaulted by every tier (ephemeral storage is the pod's own)."""
 STORE_MEMORY_FLOOR: Final = {"firestore": "128Mi", "s3": "96Mi"}
 """The memory limit an agent of these stores gets at least, unless the pod or the store's own
 installation default says otherwise: their clients peak above 64Mi or close to it (measured
@@ -162,20 +146,39 @@ class _Pod:
 
     def rule(self, name: str, rule: Callable[[str], T], suffix: str | None = None) -> T | None:
         text = self.get(name, suffix)
-        if text is None:
-            return None
-        try:
-            return rule(text)
-        except RuleError as exc:
-            raise Refusal(f"{annotation(name, suffix)} {exc}") from None
+        return None if text is None else _judge(name, rule, text, suffix)
 
-    def flag(self, name: str, default: bool = False) -> bool:
-        value = self.rule(name, parse_bool)
-        if value is None and self.trace is not None:
-            self.trace.builtin(annotation(name), "true" if default else "false")
-        elif self.trace is not None:
-            self.trace.resolved(annotation(name), self.get(name), None)
-        return default if value is None else value
+    def value(self, name: str, suffix: str | None = None) -> Any:
+        """The annotation through its row's rule; ``None`` when the pod does not set it."""
+        return self.rule(name, REGISTRY[name].rule, suffix)
+
+    def resolve(self, row: Key, store: str | None, suffix: str | None = None) -> Any:
+        """A row's value: the annotation, else the tiers its row names, else its default.
+
+        A fleet-defaulted row asks annotation (pin-checked) > per-store > fleet; a
+        store-shaped row asks annotation > per-store (its pins are checked up front, with the
+        pairs'); any other row has only the annotation. Every text goes through the row's rule.
+        """
+        if row.fleet_env:
+            value: Any = self.tiered(row.name, row.rule, store, suffix)
+        elif row.store_shaped:
+            text = self.store_string(row.name, store, suffix)
+            value = None if text is None else _judge(row.name, row.rule, text, suffix)
+        else:
+            value = self.value(row.name, suffix)
+            if row.rule is parse_bool:
+                self._note_switch(row, suffix)
+        return row.value if value is None else value
+
+    def _note_switch(self, row: Key, suffix: str | None) -> None:
+        """Record a true/false key: the pod's, or the contract's built-in (explain)."""
+        if self.trace is None:
+            return
+        text = self.get(row.name, suffix)
+        if text is None:
+            self.trace.builtin(annotation(row.name, suffix), "true" if row.value else "false")
+        else:
+            self.trace.resolved(annotation(row.name, suffix), text, None)
 
     def note(
         self, name: str, store: str | None, suffix: str | None = None, *, store_only: bool = False
@@ -236,6 +239,13 @@ class _Pod:
         return None
 
 
+def _judge(name: str, rule: Callable[[str], T], text: str, suffix: str | None) -> T:
+    try:
+        return rule(text)
+    except RuleError as exc:
+        raise Refusal(f"{annotation(name, suffix)} {exc}") from None
+
+
 def _check_keys(pod: _Pod) -> None:
     for key in pod.ann:
         if key.startswith(PREFIX) and split_key(key) is None:
@@ -248,12 +258,11 @@ def _check_keys(pod: _Pod) -> None:
 def _check_store_pins(pod: _Pod, store: str | None, suffix: str | None) -> None:
     if store is None:
         return
-    for name in (*_STORE_STRINGS, "endpoint", "endpoint-secret", "template",
-                 "template-configmap"):  # fmt: skip
-        text = pod.get(name, suffix)
-        tier = pod.inst.store_tier(name, store)
+    for row in _STORE_ROWS:
+        text = pod.get(row.name, suffix)
+        tier = pod.inst.store_tier(row.name, store)
         if text is not None and tier is not None and tier.pinned and text != tier.text:
-            raise _pinned(annotation(name, suffix), text, tier.text)
+            raise _pinned(annotation(row.name, suffix), text, tier.text)
     for first, second in _PAIRS:
         for mine, other in ((first, second), (second, first)):
             tier = pod.inst.store_tier(other, store)
@@ -280,21 +289,15 @@ def _required(name: str, suffix: str | None) -> Refusal:
     )
 
 
-def _render_common(pod: _Pod, render: Render, suffix: str | None) -> None:
-    """The store-shaped strings of one render, resolved against its store's tier."""
-    store = render.source
-    for name in ("section", "auth", "auth-mount", "auth-role", "auth-username",
-                 "auth-token-path", "namespace", "ref", "api-url", "tls-secret"):  # fmt: skip
-        value = pod.store_string(name, store, suffix)
-        setattr(render, name.replace("-", "_"), value)
-    render.tls_server_name = pod.get("tls-server-name", suffix)
-    for name in ("token-secret", "password-secret"):
-        text = pod.store_string(name, store, suffix)
-        if text is not None:
-            try:
-                setattr(render, name.replace("-", "_"), parse_secret_ref(text))
-            except RuleError as exc:
-                raise Refusal(f"{annotation(name, suffix)} {exc}") from None
+def _render_rows(pod: _Pod, render: Render, suffix: str | None) -> None:
+    """Every per-render row with a target, resolved against this render's store."""
+    for row in _RENDER_ROWS:
+        setattr(render, row.target or "", pod.resolve(row, render.source, suffix))
+
+
+def _row_text(pod: _Pod, name: str, suffix: str | None, text: str) -> Any:
+    """An installation-or-annotation text through the row's rule, refused by its key."""
+    return _judge(name, REGISTRY[name].rule, text, suffix)
 
 
 def _endpoint(pod: _Pod, render: Render, suffix: str | None) -> None:
@@ -312,35 +315,22 @@ def _endpoint(pod: _Pod, render: Render, suffix: str | None) -> None:
         )
     render.endpoint = endpoint
     if endpoint_secret is not None:
-        try:
-            render.endpoint_secret = parse_secret_ref(endpoint_secret)
-        except RuleError as exc:
-            raise Refusal(f"{annotation('endpoint-secret', suffix)} {exc}") from None
+        render.endpoint_secret = _row_text(pod, "endpoint-secret", suffix, endpoint_secret)
 
 
-def _ssh_and_ca(pod: _Pod, render: Render, suffix: str | None) -> None:
+def _ssh(pod: _Pod, render: Render, suffix: str | None) -> None:
     ssh = pod.store_string("ssh-secret", render.source, suffix)
-    if ssh is not None:
-        if render.auth not in (None, "ssh-key"):
-            raise Refusal(
-                f"{annotation('ssh-secret', suffix)} implies auth ssh-key, but "
-                f"{annotation('auth', suffix)} names another method — drop one of them"
-            )
-        render.ssh = _ref(pod, "ssh-secret", suffix, ssh, "ssh-privatekey")
-    ca = pod.store_string("ca-configmap", render.source, suffix)
-    if ca is not None:
-        render.ca = _ref(pod, "ca-configmap", suffix, ca, "ca.crt")
-
-
-def _ref(pod: _Pod, name: str, suffix: str | None, text: str, default: str) -> ConfigMapRef:
-    try:
-        return parse_configmap_ref(default)(text)
-    except RuleError as exc:
-        raise Refusal(f"{annotation(name, suffix)} {exc}") from None
+    if ssh is None:
+        return
+    if render.auth not in (None, "ssh-key"):
+        raise Refusal(
+            f"{annotation('ssh-secret', suffix)} implies auth ssh-key, but "
+            f"{annotation('auth', suffix)} names another method — drop one of them"
+        )
+    render.ssh = _row_text(pod, "ssh-secret", suffix, ssh)
 
 
 def _skip_verify(pod: _Pod, render: Render, suffix: str | None) -> None:
-    render.tls_skip_verify = bool(pod.rule("tls-skip-verify", parse_bool, suffix))
     if not render.tls_skip_verify:
         return
     if pod.trace is not None:
@@ -376,15 +366,22 @@ def _template(pod: _Pod, render: Render, suffix: str | None) -> None:
     inline, configmap = pod.pair(("template", "template-configmap"), render.source, suffix)
     render.template_inline = inline
     if configmap is not None:
-        render.template_configmap = _ref(pod, "template-configmap", suffix, configmap, "template")
+        render.template_configmap = _row_text(pod, "template-configmap", suffix, configmap)
+
+
+def _render_checks(pod: _Pod, render: Render, suffix: str | None) -> None:
+    """A render's rows, then the rules between its keys (the same for every render)."""
+    _render_rows(pod, render, suffix)
+    _endpoint(pod, render, suffix)
+    _ssh(pod, render, suffix)
+    _skip_verify(pod, render, suffix)
 
 
 def _named_render(pod: _Pod, name: str, default_dir: str) -> Render:
     source_text = pod.get("source", name)
     if source_text is None:
         raise _required("source", name)
-    source = pod.rule("source", parse_source, name)
-    assert source is not None
+    source = str(pod.value("source", name))
     _check_store_pins(pod, source, name)
     path = pod.rule("path", parse_file_path, name)
     key = pod.store_string("key", source, name)
@@ -398,14 +395,9 @@ def _named_render(pod: _Pod, name: str, default_dir: str) -> Render:
             f"volume, mounted at the directory of {annotation('path')} — put this file there too"
         )
     render = Render(name=name, source=source, key=key, path=path)
-    _render_common(pod, render, name)
-    _endpoint(pod, render, name)
-    _ssh_and_ca(pod, render, name)
-    _skip_verify(pod, render, name)
+    _render_checks(pod, render, name)
     _template(pod, render, name)
-    render.watch_seconds = pod.tiered("watch-seconds", parse_whole_seconds, source, name) or 15
-    render.file_mode = pod.tiered("file-mode", parse_file_mode, source, name)
-    render.metrics_port = pod.rule("metrics-port", parse_port, name) or None
+    render.metrics_port = pod.value("metrics-port", name) or None  # no fleet tier per name
     return render
 
 
@@ -475,7 +467,7 @@ def parse_pod(
         raise Refusal(f'{annotation("inject")} takes "true" or "false"')
     _check_keys(pod)
 
-    source = pod.rule("source", parse_source)
+    source: str | None = pod.value("source")
     fleet_source = inst.fleet.get("source")
     if (
         source is not None
@@ -488,37 +480,68 @@ def parse_pod(
     pod.note("source", None)
     _check_store_pins(pod, store, None)
 
-    mode = pod.tiered("mode", parse_mode, store) or "sidecar"
-    watch = pod.tiered("watch-seconds", parse_whole_seconds, store)
-    for name in ("token-secret", "password-secret", "endpoint-secret"):
-        pod.rule(name, parse_secret_ref)
     default = Render(name=None, source=store or "", key="", path="")
-    default.watch_seconds = 15 if watch is None else watch
-    _render_common(pod, default, None)
-    _endpoint(pod, default, None)
-    _ssh_and_ca(pod, default, None)
-    _skip_verify(pod, default, None)
-
     plan = Plan(
         default=default,
-        mode=mode,
         image=inst.image,
         installation_image=inst.image,
         pull_secret=inst.pull_secret,
         fleet_env=list(inst.fleet_env),
     )
-    plan.volume_medium = pod.tiered("volume-medium", parse_volume_medium, store) or "memory"
-    native = pod.tiered("native-sidecar", parse_bool, store)
-    plan.native_sidecar = bool(native)
-    for name, _builtin in _RESOURCES:
-        pod.check_pin(name, store)
-    for name, builtin in _RESOURCES:
-        value = pod.tiered(name, parse_quantity, store) or builtin
-        if name == "agent-memory-limit" and value is not None:
-            value = _store_memory_floor(pod, store, value)
+    for row in _POD_ROWS:
+        setattr(plan, row.target or "", pod.resolve(row, store))
+    _render_checks(pod, default, None)
+    default.metrics_port = pod.resolve(REGISTRY["metrics-port"], store) or None
+    default.tls_reload = bool(pod.resolve(REGISTRY["tls-reload"], store))
+    default.timeout = pod.value("timeout")
+    mode = plan.mode
+
+    _resources(pod, plan, store)
+    _same_user(pod, plan)
+    _env_checks(pod, plan)
+    _lease_checks(pod, plan)
+    plan.notify_http = _notify(pod, mode)
+    if plan.history is not None and plan.volume_medium == "disk":
+        raise Refusal(
+            f"{annotation('history')} would keep replaced documents on node-backed storage "
+            f"under {annotation('volume-medium')} disk — drop one of them"
+        )
+    plan.canary = _canary(pod, mode)
+    _agent_image(pod, plan)
+    if plan.events and pod.trace is not None:
+        pod.trace.gate(annotation("events"), "webhook.allowEvents", inst.allow_events)
+    if plan.events and not inst.allow_events:
+        raise Refusal(
+            f"{annotation('events')} is not offered by this installation; an administrator "
+            "enables it with webhook.allowEvents (DYNAMIC_CONFIG_WEBHOOK_ALLOW_EVENTS) and the "
+            "agent.events Role"
+        )
+    _ack_checks(plan)
+    _agent_env(pod, plan)
+    _inject_containers(pod, plan)
+    _env_inject_container(pod, plan, pod.get("env-inject"))
+    _template(pod, default, None)
+    _renders(pod, plan, store)
+
+    for render in (default, *plan.named):
+        storecheck.check(render, plan)
+    from dynconf_k8s.contract.warnings import warnings_for
+
+    return plan, warnings_for(pod.ann, plan)
+
+
+def _resources(pod: _Pod, plan: Plan, store: str | None) -> None:
+    """The agent's requests and limits: every tier for CPU and memory, the pod's own for
+    ephemeral storage, a request never above its limit."""
+    for row in _RESOURCES:
+        pod.check_pin(row.name, store)
+    for row in _RESOURCES:
+        value = pod.resolve(row, store)
+        if row.name == "agent-memory-limit" and value is not None:
+            value = _store_memory_floor(pod, store, str(value))
         if value is not None:
-            target = plan.requests if name.endswith("request") else plan.limits
-            target[name.split("-")[1]] = value
+            target = plan.requests if row.name.endswith("request") else plan.limits
+            target[row.name.split("-")[1]] = str(value)
     ephemeral_request = pod.rule("agent-ephemeral-request", parse_quantity)
     ephemeral_limit = pod.rule("agent-ephemeral-limit", parse_quantity)
     if ephemeral_request and ephemeral_limit:
@@ -532,20 +555,18 @@ def parse_pod(
         plan.requests["ephemeral-storage"] = ephemeral_request
     if ephemeral_limit:
         plan.limits["ephemeral-storage"] = ephemeral_limit
-    default.file_mode = pod.tiered("file-mode", parse_file_mode, store)
-    pod.check_pin("agent-run-as-user", store)
-    pod.check_pin("agent-run-as-group", store)
-    plan.run_as_user = pod.tiered("agent-run-as-user", parse_uid, store) or 65532
-    plan.run_as_group = pod.tiered("agent-run-as-group", parse_uid, store) or 65532
-    _same_user(pod, plan)
 
+
+def _env_checks(pod: _Pod, plan: Plan) -> None:
+    """env-inject and env-restart need the file before the container starts; aws-secret is
+    s3's own."""
+    mode, store = plan.mode, plan.default.source or None
     env_inject = pod.get("env-inject")
     if env_inject is not None and mode == "sidecar":
         raise Refusal(
             f"{annotation('env-inject')} needs the file before the container starts, and mode "
             "sidecar renders it beside the container — use mode init or both"
         )
-    plan.env_restart = pod.flag("env-restart")
     if plan.env_restart and env_inject is None:
         raise Refusal(
             f"{annotation('env-restart')} restarts the env-injected container, and "
@@ -563,67 +584,50 @@ def parse_pod(
             "reads another store — drop it"
         )
     plan.aws_secret = aws if store == "s3" else None
-    port = pod.tiered("metrics-port", parse_port, store)
-    default.metrics_port = port or None
-    plan.meta = pod.flag("meta")
-    plan.dynamic = pod.flag("dynamic")
-    plan.revoke_on_shutdown = pod.flag("revoke-on-shutdown", default=True)
+
+
+def _lease_checks(pod: _Pod, plan: Plan) -> None:
+    """A lease is a dynamic render's: revoke-grace and revoke-on-shutdown need one; init-first
+    needs an init agent."""
     plan.revoke_grace = _revoke_grace(pod, plan)
-    plan.init_first = pod.flag("init-first")
-    if plan.init_first and mode == "sidecar":
+    if plan.init_first and plan.mode == "sidecar":
         raise Refusal(
             f"{annotation('init-first')} orders the init agent, and mode sidecar has none — "
             "use mode init or both, or drop it"
         )
-    plan.notify_http = _notify(pod, mode)
-    default.tls_reload = pod.flag("tls-reload", default=True)
-    plan.history = pod.rule("history", parse_history)
-    if plan.history is not None and plan.volume_medium == "disk":
-        raise Refusal(
-            f"{annotation('history')} would keep replaced documents on node-backed storage "
-            f"under {annotation('volume-medium')} disk — drop one of them"
-        )
-    plan.canary = _canary(pod, mode)
-    default.timeout = pod.rule("timeout", parse_positive_seconds)
-    _agent_image(pod, plan)
-    plan.events = pod.flag("events")
-    if plan.events and pod.trace is not None:
-        pod.trace.gate(annotation("events"), "webhook.allowEvents", inst.allow_events)
-    if plan.events and not inst.allow_events:
-        raise Refusal(
-            f"{annotation('events')} is not offered by this installation; an administrator "
-            "enables it with webhook.allowEvents (DYNAMIC_CONFIG_WEBHOOK_ALLOW_EVENTS) and the "
-            "agent.events Role"
-        )
-    plan.on_drift = pod.rule("on-drift", _one_of(*ON_DRIFT))
     if not plan.revoke_on_shutdown and not plan.dynamic:
         raise Refusal(
             f"{annotation('revoke-on-shutdown')} is about a lease, and only "
             f"{annotation('dynamic')} renders hold one — drop it or set dynamic"
         )
-    plan.readiness = pod.flag("readiness", default=True)
-    plan.require_ack = pod.flag("require-ack")
-    if plan.require_ack and not plan.readiness:
+
+
+def _ack_checks(plan: Plan) -> None:
+    """require-ack is answered through a watching agent's readiness probe."""
+    if not plan.require_ack:
+        return
+    if not plan.readiness:
         raise Refusal(
             f"{annotation('require-ack')} makes the acknowledgement part of readiness, and "
             f"{annotation('readiness')} is false — drop one of them"
         )
-    if plan.require_ack and mode == "init":
+    if plan.mode == "init":
         raise Refusal(
             f"{annotation('require-ack')} needs a watching agent to answer /applied, and mode "
             "init has none — use sidecar or both"
         )
-    if plan.require_ack and not default.metrics_port:
+    if not plan.default.metrics_port:
         raise Refusal(
             f"{annotation('require-ack')} makes the acknowledgement part of readiness, and this "
             f'agent has no readiness probe: {annotation("metrics-port")} is unset or "0" — '
             "give the agent a metrics port, or drop require-ack"
         )
-    _agent_env(pod, plan)
-    _inject_containers(pod, plan)
-    _env_inject_container(pod, plan, env_inject)
-    _template(pod, default, None)
 
+
+def _renders(pod: _Pod, plan: Plan, store: str | None) -> None:
+    """The named renders and ``also`` files, all in the default path's directory; then the
+    default render's own required path and key."""
+    inst, default = pod.inst, plan.default
     path = pod.rule("path", parse_file_path)
     if path is not None:
         default_dir = mount_dir(path)
@@ -649,37 +653,14 @@ def parse_pod(
         raise _required("key", None)
     default.key = key
 
-    plan.extra_secret = pod.get("extra-secret")
-    schema = pod.get("schema-configmap")
-    plan.schema = _ref(pod, "schema-configmap", None, schema, "schema.json") if schema else None
-    plan.startup_policy = pod.get("startup-policy")
-    plan.on_delete = pod.get("on-delete")
-    plan.max_document_bytes = pod.get("max-document-bytes")
-    plan.max_staleness = pod.rule("max-staleness", parse_duration_seconds)
-
-    for render in (default, *plan.named):
-        storecheck.check(render, plan)
-    from dynconf_k8s.contract.warnings import warnings_for
-
-    return plan, warnings_for(pod.ann, plan)
-
 
 def _tier_text(inst: Installation, name: str, store: str | None) -> str | None:
     tier = inst.tier(name, store)
     return tier.text if tier else None
 
 
-def _one_of(*choices: str) -> Callable[[str], str]:
-    def rule(text: str) -> str:
-        if text in choices:
-            return text
-        raise RuleError("takes " + ", ".join(choices[:-1]) + " or " + choices[-1])
-
-    return rule
-
-
 def _same_user(pod: _Pod, plan: Plan) -> None:
-    if not pod.flag("agent-run-as-same-user"):
+    if not pod.resolve(REGISTRY["agent-run-as-same-user"], None):
         return
     if pod.get("agent-run-as-user") is not None:
         raise Refusal(
@@ -706,11 +687,11 @@ def _same_user(pod: _Pod, plan: Plan) -> None:
 
 
 def _revoke_grace(pod: _Pod, plan: Plan) -> int | None:
-    grace = pod.rule("revoke-grace", parse_duration_seconds)
+    grace = pod.value("revoke-grace")
     if grace is None:
         return None
     budget = pod.spec.get("terminationGracePeriodSeconds", 30)
-    if grace > int(budget):
+    if int(str(grace)) > int(budget):
         raise Refusal(
             f"{annotation('revoke-grace')} is longer than the pod's "
             f"terminationGracePeriodSeconds ({budget}); the kubelet would kill the agent "
@@ -721,7 +702,7 @@ def _revoke_grace(pod: _Pod, plan: Plan) -> int | None:
             f"{annotation('revoke-grace')} bounds revoking a lease, and only "
             f"{annotation('dynamic')} renders hold one — drop it or set dynamic"
         )
-    return grace
+    return int(str(grace))
 
 
 def _canary(pod: _Pod, plan_mode: str) -> ConfigMapRef | None:
@@ -733,7 +714,7 @@ def _canary(pod: _Pod, plan_mode: str) -> ConfigMapRef | None:
             f"{annotation('canary-configmap')} holds documents back for a watching agent, and "
             "mode init publishes once and exits — use sidecar or both"
         )
-    return _ref(pod, "canary-configmap", None, text, "percent")
+    return _row_text(pod, "canary-configmap", None, text)  # type: ignore[no-any-return]
 
 
 def image_allowed(image: str, prefix: str) -> bool:
@@ -765,7 +746,7 @@ def _agent_image(pod: _Pod, plan: Plan) -> None:
 
 
 def _agent_env(pod: _Pod, plan: Plan) -> None:
-    pairs = pod.rule("agent-env", parse_agent_env)
+    pairs: list[tuple[str, str]] | None = pod.value("agent-env")
     if pairs is None:
         return
     if plan.aws_secret is not None:

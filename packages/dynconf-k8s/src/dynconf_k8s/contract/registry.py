@@ -11,15 +11,39 @@ else lists keys.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Literal
+
+from dynconf_k8s.contract.rules import (
+    nonempty,
+    one_of,
+    parse_agent_env,
+    parse_bool,
+    parse_configmap_ref,
+    parse_duration_seconds,
+    parse_file_mode,
+    parse_file_path,
+    parse_history,
+    parse_mode,
+    parse_port,
+    parse_positive_seconds,
+    parse_quantity,
+    parse_secret_ref,
+    parse_source,
+    parse_uid,
+    parse_volume_medium,
+    parse_whole_seconds,
+    verbatim,
+)
+from dynconf_k8s.vocabulary import ON_DRIFT
 
 __all__ = [
     "ALSO",
     "ALSO_SECTION",
     "FLAG_KEYS",
     "FLEET_KNOBS",
+    "INPUT_KEYS",
     "KEYS",
     "PREFIX",
     "REGISTRY",
@@ -27,6 +51,7 @@ __all__ = [
     "SUFFIX",
     "Key",
     "annotation",
+    "input_key",
     "split_key",
 ]
 
@@ -36,6 +61,10 @@ ALSO: Final = "also"
 ALSO_SECTION: Final = "also-section"
 
 
+Scope = Literal["pod", "render", "store"]
+FlagKind = Literal["value", "bare", "negated"]
+
+
 @dataclass(frozen=True, slots=True)
 class Key:
     """One row of the contract.
@@ -43,7 +72,8 @@ class Key:
     ``fleet_env`` / ``document_key`` name the fleet tier's spellings when the installation
     may default this key for every pod; ``store_knob`` marks keys a per-store group may
     default; ``deprecated_since`` / ``replacement`` retire a key with a warning instead of a
-    refusal.
+    refusal. The behaviour fields say what the value *is*, so parsing, the patch, the agent's
+    parser and the node agent read it here instead of listing it again.
     """
 
     name: str
@@ -59,10 +89,61 @@ class Key:
     replacement: str | None = None
     flags: tuple[str, ...] = ()
     """The agent flags this key becomes in the patch (the agent's parser accepts each)."""
+    rule: Callable[[str], object] = nonempty
+    """The typed rule of the value (:mod:`.rules`): the annotation and every installation tier
+    that stands in for it are judged by it."""
+    value: object = None
+    """The typed value when nobody sets the key (``None``: absent)."""
+    target: str | None = None
+    """The :class:`~.plan.Plan` (pod scope) or :class:`~.plan.Render` attribute the parser's
+    loop fills with the resolved value; ``None`` when a named cross-key check reads it."""
+    flag_kind: FlagKind = "value"
+    """``value``: ``--flag VALUE``; ``bare``: ``--flag`` when true; ``negated``: ``--flag``
+    when false (``--no-tls-reload``)."""
+    store_field: str | None = None
+    """The :class:`dynconf.stores.StoreSpec` field the flag sets as a plain string."""
+    store_input: str | None = None
+    """The store input this key stands for when it is not a plain string (``token``,
+    ``tls.ca_file``): a store's :class:`dynconf.errors.Refusal` about it names this key."""
+    spec_field: str | None = None
+    """The operator's spelling of the same input (a class's or a Render's ``spec`` field)."""
+    csi: str | None = None
+    """The node agent's CSI volume attribute for this key (``None``: not taken by a volume)."""
 
     @property
     def annotation(self) -> str:
         return PREFIX + self.name
+
+    @property
+    def scope(self) -> Scope:
+        """Once per pod, once per render, or per render and resolved against the store tier."""
+        if self.store_shaped:
+            return "store"
+        return "render" if self.per_render else "pod"
+
+    @property
+    def bare(self) -> bool:
+        """Whether the agent flag(s) of this key take no value."""
+        return self.flag_kind != "value"
+
+    def args(self, value: object) -> list[str]:
+        """The agent arguments this key's resolved ``value`` becomes (``None``: none).
+
+        Flag-shaped values are formatted here (a file mode as octal); a key whose flag names a
+        mounted file is handed the path the patch mounts it at.
+        """
+        if not self.flags:
+            return []
+        flag = self.flags[0]
+        if self.flag_kind == "bare":
+            return [flag] if value else []
+        if self.flag_kind == "negated":
+            return [] if value is None or value else [flag]
+        if value is None:
+            return []
+        if self.rule is parse_file_mode and isinstance(value, int):
+            return [flag, f"0{value:o}"]
+        return [flag, str(value)]
 
 
 def _k(name: str, per_render: bool, form: str, default: str, summary: str, **kw: object) -> Key:
@@ -78,6 +159,7 @@ KEYS: Final[tuple[Key, ...]] = (
         '"true" or "false"',
         "absent: the pod is left alone",
         "The master switch: only a pod that says true is injected.",
+        rule=parse_bool,
     ),
     _k(
         "source",
@@ -88,6 +170,9 @@ KEYS: Final[tuple[Key, ...]] = (
         fleet_env=_ENV + "SOURCE",
         document_key="source",
         flags=("--source",),
+        rule=parse_source,
+        spec_field="source",
+        csi="source",
     ),
     _k(
         "endpoint",
@@ -98,6 +183,9 @@ KEYS: Final[tuple[Key, ...]] = (
         store_knob=True,
         store_shaped=True,
         flags=("--endpoint",),
+        spec_field="endpoint",
+        store_input="endpoint",
+        csi="endpoint",
     ),
     _k(
         "endpoint-secret",
@@ -107,6 +195,7 @@ KEYS: Final[tuple[Key, ...]] = (
         "The address read from a Secret, for addresses that carry a password.",
         store_knob=True,
         store_shaped=True,
+        rule=parse_secret_ref,
     ),
     _k(
         "key",
@@ -117,6 +206,9 @@ KEYS: Final[tuple[Key, ...]] = (
         store_knob=True,
         store_shaped=True,
         flags=("--key",),
+        spec_field="key",
+        store_input="key",
+        csi="key",
     ),
     _k(
         "path",
@@ -128,6 +220,8 @@ KEYS: Final[tuple[Key, ...]] = (
         document_key="path",
         store_knob=True,
         flags=("--out",),
+        rule=parse_file_path,
+        csi="path",
     ),
     _k(
         "mode",
@@ -138,6 +232,9 @@ KEYS: Final[tuple[Key, ...]] = (
         fleet_env=_ENV + "MODE",
         document_key="mode",
         store_knob=True,
+        rule=parse_mode,
+        value="sidecar",
+        target="mode",
     ),
     _k(
         "watch-seconds",
@@ -149,6 +246,11 @@ KEYS: Final[tuple[Key, ...]] = (
         document_key="watchSeconds",
         store_knob=True,
         flags=("--watch",),
+        rule=parse_whole_seconds,
+        value=15,
+        target="watch_seconds",
+        spec_field="intervalSeconds",
+        csi="watch-seconds",
     ),
     _k(
         "timeout",
@@ -157,6 +259,8 @@ KEYS: Final[tuple[Key, ...]] = (
         "the store's own",
         "A deadline for each fetch of the watching agent.",
         flags=("--timeout",),
+        rule=parse_positive_seconds,
+        store_input="timeout",
     ),
     _k(
         "agent-image",
@@ -174,6 +278,9 @@ KEYS: Final[tuple[Key, ...]] = (
         store_knob=True,
         store_shaped=True,
         flags=("--section",),
+        target="section",
+        store_input="section",
+        csi="section",
     ),
     _k(
         "auth",
@@ -184,6 +291,9 @@ KEYS: Final[tuple[Key, ...]] = (
         store_knob=True,
         store_shaped=True,
         flags=("--auth",),
+        target="auth",
+        store_field="auth",
+        csi="auth",
     ),
     _k(
         "auth-mount",
@@ -194,6 +304,9 @@ KEYS: Final[tuple[Key, ...]] = (
         store_knob=True,
         store_shaped=True,
         flags=("--auth-mount",),
+        target="auth_mount",
+        store_field="auth_mount",
+        csi="auth-mount",
     ),
     _k(
         "auth-role",
@@ -204,6 +317,9 @@ KEYS: Final[tuple[Key, ...]] = (
         store_knob=True,
         store_shaped=True,
         flags=("--auth-role",),
+        target="auth_role",
+        store_field="auth_role",
+        csi="auth-role",
     ),
     _k(
         "auth-username",
@@ -214,6 +330,9 @@ KEYS: Final[tuple[Key, ...]] = (
         store_knob=True,
         store_shaped=True,
         flags=("--auth-username",),
+        target="auth_username",
+        store_field="auth_username",
+        csi="auth-username",
     ),
     _k(
         "auth-token-path",
@@ -224,6 +343,8 @@ KEYS: Final[tuple[Key, ...]] = (
         store_knob=True,
         store_shaped=True,
         flags=("--auth-token-path",),
+        target="auth_token_path",
+        store_field="auth_token_path",
     ),
     _k(
         "namespace",
@@ -234,6 +355,9 @@ KEYS: Final[tuple[Key, ...]] = (
         store_knob=True,
         store_shaped=True,
         flags=("--namespace",),
+        target="namespace",
+        store_field="namespace",
+        csi="namespace",
     ),
     _k(
         "ref",
@@ -244,6 +368,9 @@ KEYS: Final[tuple[Key, ...]] = (
         store_knob=True,
         store_shaped=True,
         flags=("--ref",),
+        target="ref",
+        store_field="ref",
+        csi="ref",
     ),
     _k(
         "api-url",
@@ -254,6 +381,9 @@ KEYS: Final[tuple[Key, ...]] = (
         store_knob=True,
         store_shaped=True,
         flags=("--api-url",),
+        target="api_url",
+        store_field="api_url",
+        csi="api-url",
     ),
     _k(
         "token-secret",
@@ -263,6 +393,11 @@ KEYS: Final[tuple[Key, ...]] = (
         "A bearer token, as a Secret-backed variable.",
         store_knob=True,
         store_shaped=True,
+        rule=parse_secret_ref,
+        target="token_secret",
+        spec_field="tokenSecret",
+        store_input="token",
+        csi="token-secret",
     ),
     _k(
         "password-secret",
@@ -272,6 +407,9 @@ KEYS: Final[tuple[Key, ...]] = (
         "A password, as a Secret-backed variable.",
         store_knob=True,
         store_shaped=True,
+        rule=parse_secret_ref,
+        target="password_secret",
+        store_input="password",
     ),
     _k(
         "ca-configmap",
@@ -282,6 +420,9 @@ KEYS: Final[tuple[Key, ...]] = (
         store_knob=True,
         store_shaped=True,
         flags=("--ca",),
+        rule=parse_configmap_ref("ca.crt"),
+        target="ca",
+        store_input="tls.ca_file",
     ),
     _k(
         "tls-secret",
@@ -295,6 +436,8 @@ KEYS: Final[tuple[Key, ...]] = (
             "--tls-cert",
             "--tls-key",
         ),
+        target="tls_secret",
+        store_input="tls.cert_file",
     ),
     _k(
         "ssh-secret",
@@ -305,6 +448,8 @@ KEYS: Final[tuple[Key, ...]] = (
         store_knob=True,
         store_shaped=True,
         flags=("--ssh-key",),
+        rule=parse_configmap_ref("ssh-privatekey"),
+        store_input="ssh_key",
     ),
     _k(
         "volume-medium",
@@ -315,6 +460,9 @@ KEYS: Final[tuple[Key, ...]] = (
         fleet_env=_ENV + "VOLUME_MEDIUM",
         document_key="volumeMedium",
         store_knob=True,
+        rule=parse_volume_medium,
+        value="memory",
+        target="volume_medium",
     ),
     _k(
         "native-sidecar",
@@ -325,6 +473,9 @@ KEYS: Final[tuple[Key, ...]] = (
         fleet_env=_ENV + "NATIVE_SIDECAR",
         document_key="nativeSidecar",
         store_knob=True,
+        rule=parse_bool,
+        value=False,
+        target="native_sidecar",
     ),
     _k(
         "agent-cpu-request",
@@ -335,6 +486,8 @@ KEYS: Final[tuple[Key, ...]] = (
         fleet_env=_ENV + "CPU_REQUEST",
         document_key="cpuRequest",
         store_knob=True,
+        rule=parse_quantity,
+        value="10m",
     ),
     _k(
         "agent-memory-request",
@@ -345,6 +498,8 @@ KEYS: Final[tuple[Key, ...]] = (
         fleet_env=_ENV + "MEMORY_REQUEST",
         document_key="memoryRequest",
         store_knob=True,
+        rule=parse_quantity,
+        value="32Mi",
     ),
     _k(
         "agent-cpu-limit",
@@ -355,6 +510,7 @@ KEYS: Final[tuple[Key, ...]] = (
         fleet_env=_ENV + "CPU_LIMIT",
         document_key="cpuLimit",
         store_knob=True,
+        rule=parse_quantity,
     ),
     _k(
         "agent-memory-limit",
@@ -365,6 +521,8 @@ KEYS: Final[tuple[Key, ...]] = (
         fleet_env=_ENV + "MEMORY_LIMIT",
         document_key="memoryLimit",
         store_knob=True,
+        rule=parse_quantity,
+        value="64Mi",
     ),
     _k(
         "agent-ephemeral-request",
@@ -372,9 +530,15 @@ KEYS: Final[tuple[Key, ...]] = (
         "a quantity",
         "none",
         "The agent's ephemeral-storage request.",
+        rule=parse_quantity,
     ),
     _k(
-        "agent-ephemeral-limit", False, "a quantity", "none", "The agent's ephemeral-storage limit."
+        "agent-ephemeral-limit",
+        False,
+        "a quantity",
+        "none",
+        "The agent's ephemeral-storage limit.",
+        rule=parse_quantity,
     ),
     _k(
         "file-mode",
@@ -386,6 +550,9 @@ KEYS: Final[tuple[Key, ...]] = (
         document_key="fileMode",
         store_knob=True,
         flags=("--file-mode",),
+        rule=parse_file_mode,
+        target="file_mode",
+        csi="file-mode",
     ),
     _k(
         "agent-run-as-user",
@@ -396,6 +563,9 @@ KEYS: Final[tuple[Key, ...]] = (
         fleet_env=_ENV + "RUN_AS_USER",
         document_key="runAsUser",
         store_knob=True,
+        rule=parse_uid,
+        value=65532,
+        target="run_as_user",
     ),
     _k(
         "agent-run-as-group",
@@ -406,6 +576,9 @@ KEYS: Final[tuple[Key, ...]] = (
         fleet_env=_ENV + "RUN_AS_GROUP",
         document_key="runAsGroup",
         store_knob=True,
+        rule=parse_uid,
+        value=65532,
+        target="run_as_group",
     ),
     _k(
         "agent-run-as-same-user",
@@ -413,6 +586,8 @@ KEYS: Final[tuple[Key, ...]] = (
         '"true" or "false"',
         "false",
         "Run the agent as the application's uid.",
+        rule=parse_bool,
+        value=False,
     ),
     _k(
         "env-inject",
@@ -420,6 +595,7 @@ KEYS: Final[tuple[Key, ...]] = (
         "a container name",
         "none",
         "Source the rendered file as that container's environment.",
+        rule=verbatim,
     ),
     _k(
         "env-restart",
@@ -427,6 +603,9 @@ KEYS: Final[tuple[Key, ...]] = (
         '"true" or "false"',
         "false",
         "Restart the env-injected container when the file changes.",
+        rule=parse_bool,
+        value=False,
+        target="env_restart",
     ),
     _k(
         "restart-on-change",
@@ -454,14 +633,25 @@ KEYS: Final[tuple[Key, ...]] = (
         document_key="metricsPort",
         store_knob=True,
         flags=("--metrics-addr",),
+        rule=parse_port,
     ),
-    _k("readiness", False, '"true" or "false"', "true", "Probe the watching agent's /readyz."),
+    _k(
+        "readiness",
+        False,
+        '"true" or "false"',
+        "true",
+        "Probe the watching agent's /readyz.",
+        rule=parse_bool,
+        value=True,
+        target="readiness",
+    ),
     _k(
         "inject-containers",
         False,
         "a comma list of container names",
         "every container",
         "Which containers see the rendered document.",
+        rule=verbatim,
     ),
     _k(
         "revoke-grace",
@@ -470,6 +660,7 @@ KEYS: Final[tuple[Key, ...]] = (
         "5s",
         "How long the agent may spend revoking its lease on the way out.",
         flags=("--revoke-grace",),
+        rule=parse_duration_seconds,
     ),
     _k(
         "init-first",
@@ -477,6 +668,9 @@ KEYS: Final[tuple[Key, ...]] = (
         '"true" or "false"',
         "false",
         "Put the init agent before the pod's own init containers.",
+        rule=parse_bool,
+        value=False,
+        target="init_first",
     ),
     _k(
         "notify-http",
@@ -485,6 +679,7 @@ KEYS: Final[tuple[Key, ...]] = (
         "none",
         "A loopback URL the agent POSTs after each publish.",
         flags=("--notify-http",),
+        rule=verbatim,
     ),
     _k(
         "on-drift",
@@ -493,6 +688,8 @@ KEYS: Final[tuple[Key, ...]] = (
         "warn",
         "What the agent does when something else rewrote the file.",
         flags=("--on-drift",),
+        rule=one_of(*ON_DRIFT),
+        target="on_drift",
     ),
     _k(
         "tls-reload",
@@ -501,6 +698,9 @@ KEYS: Final[tuple[Key, ...]] = (
         "true",
         "Rebuild the store client when mounted trust material changes.",
         flags=("--no-tls-reload",),
+        rule=parse_bool,
+        value=True,
+        flag_kind="negated",
     ),
     _k(
         "history",
@@ -509,6 +709,8 @@ KEYS: Final[tuple[Key, ...]] = (
         "off",
         "Keep replaced generations beside the file.",
         flags=("--history",),
+        rule=parse_history,
+        target="history",
     ),
     _k(
         "require-ack",
@@ -517,6 +719,10 @@ KEYS: Final[tuple[Key, ...]] = (
         "false",
         "Readiness waits for the application's acknowledgement.",
         flags=("--require-ack",),
+        rule=parse_bool,
+        value=False,
+        target="require_ack",
+        flag_kind="bare",
     ),
     _k(
         "events",
@@ -525,6 +731,10 @@ KEYS: Final[tuple[Key, ...]] = (
         "false",
         "Write Warning Events on the pod for failed renders.",
         flags=("--events",),
+        rule=parse_bool,
+        value=False,
+        target="events",
+        flag_kind="bare",
     ),
     _k(
         "class",
@@ -532,6 +742,7 @@ KEYS: Final[tuple[Key, ...]] = (
         "a class name",
         "none",
         "Name a DynamicConfigClass for source, endpoint and credential.",
+        rule=verbatim,
     ),
     _k(
         "canary-configmap",
@@ -540,6 +751,7 @@ KEYS: Final[tuple[Key, ...]] = (
         "none",
         "A percentage that holds new documents for part of the fleet.",
         flags=("--canary",),
+        rule=parse_configmap_ref("percent"),
     ),
     _k(
         "extra-secret",
@@ -547,6 +759,8 @@ KEYS: Final[tuple[Key, ...]] = (
         "a Secret name",
         "none",
         "A Secret mounted read-only into the agent only.",
+        rule=verbatim,
+        target="extra_secret",
     ),
     _k(
         "tls-server-name",
@@ -555,6 +769,9 @@ KEYS: Final[tuple[Key, ...]] = (
         "the endpoint's host",
         "The name the store's certificate is checked against.",
         flags=("--tls-server-name",),
+        rule=verbatim,
+        target="tls_server_name",
+        store_input="tls.server_name",
     ),
     _k(
         "tls-skip-verify",
@@ -563,6 +780,11 @@ KEYS: Final[tuple[Key, ...]] = (
         "false",
         "Do not authenticate the store; installation opt-in only.",
         flags=("--tls-skip-verify",),
+        rule=parse_bool,
+        value=False,
+        target="tls_skip_verify",
+        store_input="tls.skip_verify",
+        flag_kind="bare",
     ),
     _k(
         "schema-configmap",
@@ -571,6 +793,8 @@ KEYS: Final[tuple[Key, ...]] = (
         "none",
         "A JSON Schema the document must satisfy before publish.",
         flags=("--schema",),
+        rule=parse_configmap_ref("schema.json"),
+        target="schema",
     ),
     _k(
         "startup-policy",
@@ -579,6 +803,8 @@ KEYS: Final[tuple[Key, ...]] = (
         "allow-cached",
         "What the agent does when the first fetch fails.",
         flags=("--startup-policy",),
+        rule=verbatim,
+        target="startup_policy",
     ),
     _k(
         "on-delete",
@@ -587,6 +813,8 @@ KEYS: Final[tuple[Key, ...]] = (
         "retain",
         "What the agent does when the document disappears.",
         flags=("--on-delete",),
+        rule=verbatim,
+        target="on_delete",
     ),
     _k(
         "max-document-bytes",
@@ -595,6 +823,8 @@ KEYS: Final[tuple[Key, ...]] = (
         "8388608",
         "The largest document the agent accepts.",
         flags=("--max-document-bytes",),
+        rule=verbatim,
+        target="max_document_bytes",
     ),
     _k(
         "max-staleness",
@@ -603,6 +833,8 @@ KEYS: Final[tuple[Key, ...]] = (
         "none",
         "Readiness fails past this long without a fresh read.",
         flags=("--max-staleness",),
+        rule=parse_duration_seconds,
+        target="max_staleness",
     ),
     _k(
         "meta",
@@ -611,6 +843,10 @@ KEYS: Final[tuple[Key, ...]] = (
         "false",
         "Write a sibling meta file with the fingerprint.",
         flags=("--meta",),
+        rule=parse_bool,
+        value=False,
+        target="meta",
+        flag_kind="bare",
     ),
     _k(
         "dynamic",
@@ -619,6 +855,11 @@ KEYS: Final[tuple[Key, ...]] = (
         "false",
         "Treat the document as a Vault dynamic secret with a lease.",
         flags=("--dynamic",),
+        rule=parse_bool,
+        value=False,
+        target="dynamic",
+        store_input="dynamic",
+        flag_kind="bare",
     ),
     _k(
         "revoke-on-shutdown",
@@ -627,6 +868,10 @@ KEYS: Final[tuple[Key, ...]] = (
         "true",
         "Revoke the lease when the agent stops.",
         flags=("--no-revoke-on-shutdown",),
+        rule=parse_bool,
+        value=True,
+        target="revoke_on_shutdown",
+        flag_kind="negated",
     ),
     _k(
         "aws-secret",
@@ -643,6 +888,7 @@ KEYS: Final[tuple[Key, ...]] = (
         "NAME=value, ...",
         "none",
         "Environment on the agent, through the installation's allowlist.",
+        rule=parse_agent_env,
     ),
     _k(
         "template",
@@ -663,6 +909,7 @@ KEYS: Final[tuple[Key, ...]] = (
         store_knob=True,
         store_shaped=True,
         flags=("--template",),
+        rule=parse_configmap_ref("template"),
     ),
     _k(
         "status",
@@ -670,6 +917,7 @@ KEYS: Final[tuple[Key, ...]] = (
         "injected",
         "written by the webhook",
         "The idempotence mark; never a pod's to set.",
+        rule=verbatim,
     ),
 )
 
@@ -682,6 +930,21 @@ STORE_KNOBS: Final[tuple[str, ...]] = tuple(
     row.name for row in KEYS if row.store_knob and row.name != "source"
 )
 """Knobs a per-store group may set (plus ``overridable``), in table order."""
+
+
+INPUT_KEYS: Final[Mapping[str, str]] = {
+    **{row.store_field or row.store_input or "": row.name for row in KEYS
+       if row.store_field or row.store_input},
+    "tls.key_file": "tls-secret",
+}  # fmt: skip
+"""The key that sets each store input (a StoreSpec field) — how admission names the field of a
+store's :class:`dynconf.errors.Refusal`."""
+
+
+def input_key(field: str) -> str:
+    """The annotation base name of a store input: its row's, else the input's own name in the
+    annotations' spelling (an input a store declares that no row lists yet)."""
+    return INPUT_KEYS.get(field) or field.replace("_", "-")
 
 
 FLAG_KEYS: Final[Mapping[str, str]] = {

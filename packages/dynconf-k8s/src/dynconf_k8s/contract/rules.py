@@ -26,6 +26,8 @@ __all__ = [
     "ConfigMapRef",
     "RuleError",
     "SecretRef",
+    "nonempty",
+    "one_of",
     "parse_agent_env",
     "parse_bool",
     "parse_configmap_ref",
@@ -44,6 +46,7 @@ __all__ = [
     "parse_volume_medium",
     "parse_whole_seconds",
     "quantity_bytes",
+    "verbatim",
 ]
 
 
@@ -64,6 +67,30 @@ _SUFFIX_BYTES: Final = {
 
 class RuleError(ValueError):
     """A value broke its rule; ``str()`` is the rule, phrased to follow "<where> ..."."""
+
+
+def nonempty(text: str) -> str:
+    """Any text but the empty one (a store's own words: its plugin judges them)."""
+    if not text.strip():
+        raise RuleError("is empty; give a value or drop it")
+    return text
+
+
+def verbatim(text: str) -> str:
+    """The text as written: a value judged elsewhere (a container lookup, or the agent's own
+    parser, which admission runs on every argument it writes)."""
+    return text
+
+
+def one_of(*choices: str) -> Callable[[str], str]:
+    """A rule that takes exactly one of ``choices`` (the contract's words, in its order)."""
+
+    def rule(text: str) -> str:
+        if text in choices:
+            return text
+        raise RuleError("takes " + ", ".join(choices[:-1]) + " or " + choices[-1])
+
+    return rule
 
 
 def parse_bool(text: str) -> bool:

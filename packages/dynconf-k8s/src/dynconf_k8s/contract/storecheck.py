@@ -11,45 +11,31 @@ translated to the annotation that sets each flag.
 from __future__ import annotations
 
 import re
-from typing import Final
+from typing import Any, Final
 
+from dynconf.errors import Refusal as StoreRefusal
 from dynconf.plugins import default_registry
-from dynconf.stores import StoreSpec, TlsSettings
+from dynconf.stores import StoreSpec, TlsSettings, flag_spelling
 from dynconf_k8s.contract.plan import Plan, Render
 from dynconf_k8s.contract.refusals import Refusal
-from dynconf_k8s.contract.registry import annotation
+from dynconf_k8s.contract.registry import FLAG_KEYS, KEYS, REGISTRY, annotation, input_key
 
 __all__ = ["check", "spec_for"]
 
 _PLACEHOLDER: Final = "secret-backed"
+_STORE_FIELD_ROWS: Final = tuple(row for row in KEYS if row.store_field)
 _FLAG_TO_KEY: Final = {
-    "--auth-mount": "auth-mount",
-    "--auth-role": "auth-role",
-    "--auth-username": "auth-username",
-    "--auth-token-path": "auth-token-path",
-    "--auth": "auth",
-    "--namespace": "namespace",
-    "--ref": "ref",
-    "--api-url": "api-url",
-    "--section": "section",
-    "--key": "key",
-    "--endpoint": "endpoint",
-    "--timeout": "timeout",
-    "--tls-server-name": "tls-server-name",
-    "--tls-skip-verify": "tls-skip-verify",
-    "--tls-cert and --tls-key": "tls-secret",
-    "--tls-cert/--tls-key": "tls-secret",
-    "--tls-cert": "tls-secret",
-    "--tls-key": "tls-secret",
-    "--ca": "ca-configmap",
-    "--ssh-key": "ssh-secret",
-    "--dynamic": "dynamic",
+    **FLAG_KEYS,
+    **{" and ".join(REGISTRY["tls-secret"].flags): "tls-secret"},
+    **{"/".join(REGISTRY["tls-secret"].flags): "tls-secret"},
 }
+"""Each agent flag a store's refusal may name → the annotation that sets it (the rows')."""
 _FLAG = re.compile(
     "|".join(re.escape(flag) for flag in sorted(_FLAG_TO_KEY, key=len, reverse=True))
     + r"(?![a-z-])"
 )
 _ENDPOINT_WORDS: Final = ("endpoint", "url", "address", "scheme", "host")
+"""Words of a store's free-text sentence about its address (a refusal with a field needs none)."""
 
 
 def spec_for(render: Render, plan: Plan) -> StoreSpec:
@@ -74,31 +60,39 @@ def spec_for(render: Render, plan: Plan) -> StoreSpec:
         endpoint=render.endpoint if render.endpoint is not None else _PLACEHOLDER,
         key=render.key,
         section=render.section,
-        auth=auth,
-        auth_mount=render.auth_mount,
-        auth_role=render.auth_role,
-        auth_username=render.auth_username,
-        auth_token_path=render.auth_token_path,
-        namespace=render.namespace,
-        ref=render.ref,
-        api_url=render.api_url,
         ssh_key=f"/etc/dynamic-config/ssh/{render.ssh.key}" if render.ssh else None,
         timeout=float(render.timeout) if render.timeout is not None else None,
         dynamic=plan.dynamic and render.name is None,
         tls=tls,
         token=_PLACEHOLDER if has_token else None,
         password=_PLACEHOLDER if has_password else None,
+        **{**_store_strings(render), "auth": auth},
     )
+
+
+def _store_strings(render: Render) -> dict[str, Any]:
+    """The store's plain string inputs of a render, each from its row into its spec field."""
+    return {row.store_field or "": getattr(render, row.target or "") for row in _STORE_FIELD_ROWS}
 
 
 def _translate(message: str, suffix: str | None) -> str:
+    """Agent flags left in a store's free-text sentence, said as the annotations that set them.
+
+    Only a sentence a store still answers as text (``Refusal.field`` ``None``) needs it; a
+    refusal that names its field is rendered with the annotation's name directly.
+    """
     message = _FLAG.sub(lambda m: annotation(_FLAG_TO_KEY[m.group(0)], suffix), message)
-    message = message.replace(
-        "a token (DYNAMIC_CONFIG_AGENT_TOKEN)", annotation("token-secret", suffix)
-    )
-    return message.replace(
-        "a password (DYNAMIC_CONFIG_AGENT_PASSWORD)", annotation("password-secret", suffix)
-    )
+    for spelled in ("token", "password"):
+        message = message.replace(flag_spelling(spelled), annotation(input_key(spelled), suffix))
+    return message
+
+
+def _about_endpoint(refusal: StoreRefusal) -> bool:
+    """Whether a refusal judges the address, which admission cannot see when it is in a Secret."""
+    if refusal.field is not None:
+        return refusal.field == "endpoint"
+    text = refusal.problem.lower()
+    return _PLACEHOLDER in text or any(word in text for word in _ENDPOINT_WORDS)
 
 
 def check(render: Render, plan: Plan) -> None:
@@ -108,14 +102,13 @@ def check(render: Render, plan: Plan) -> None:
     except Exception:
         return
     try:
-        refusals = store.validate(spec_for(render, plan))
+        refusals = store.refusals(spec_for(render, plan))
     except Exception:
         return
     if render.endpoint is None:
-        refusals = [
-            r for r in refusals
-            if _PLACEHOLDER not in r and not any(w in r.lower() for w in _ENDPOINT_WORDS)
-        ]  # fmt: skip
+        refusals = [refusal for refusal in refusals if not _about_endpoint(refusal)]
     if refusals:
         where = f'render "{render.name}": ' if render.name else ""
-        raise Refusal(f"{where}{_translate(refusals[0], render.name)}")
+        name = render.name
+        text = refusals[0].render(lambda field: annotation(input_key(field), name))
+        raise Refusal(f"{where}{_translate(text, name)}")

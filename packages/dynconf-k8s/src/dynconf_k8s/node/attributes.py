@@ -35,6 +35,7 @@ from dynconf.pipeline import RenderRequest
 from dynconf.publish import safe_child
 from dynconf.stores import StoreSpec
 from dynconf_k8s.agent.flags import UsageError, output_extensions, parse_args
+from dynconf_k8s.contract.registry import KEYS
 
 __all__ = [
     "DEFAULT_WATCH_SECONDS",
@@ -49,22 +50,20 @@ __all__ = [
     "refusal_text",
 ]
 
+_ROWS: Final = tuple(row for row in KEYS if row.csi)
+"""The contract rows a volume takes, each under its CSI attribute name (the annotation's)."""
 REQUIRED: Final = ("source", "key", "path")
-OPTIONAL: Final = (
-    "endpoint",
-    "section",
-    "auth",
-    "auth-mount",
-    "auth-role",
-    "auth-username",
-    "namespace",
-    "ref",
-    "api-url",
-    "file-mode",
-    "watch-seconds",
-    "token-secret",
-)
-"""Every optional attribute; ``token-secret`` only joins the sharing identity."""
+OPTIONAL: Final = tuple(row.csi or "" for row in _ROWS if row.csi not in REQUIRED)
+"""Every optional attribute, read off the rows; ``token-secret`` only joins the sharing
+identity."""
+_SPECIAL: Final = ("path", "watch-seconds")
+"""Attributes turned into arguments here: ``path`` is inside the volume, ``watch-seconds``
+always watches."""
+_FLAG_FOR: Final = {
+    row.csi: row.flags[0] for row in _ROWS if row.csi and row.flags and row.csi not in _SPECIAL
+}
+_OPTION_ROWS: Final = tuple(row for row in _ROWS if row.store_field)
+"""The fetch-shaping inputs: the volume's rows that set a plain StoreSpec string."""
 
 DEFAULT_WATCH_SECONDS: Final = 15
 MAX_VALUE_CHARS: Final = 4096
@@ -88,22 +87,6 @@ SECRET_KEYS: Final = {
     "endpoint": "DYNAMIC_CONFIG_AGENT_ENDPOINT",
 }
 """Secret key → the sidecar environment variable it stands for."""
-
-_FLAG_FOR: Final = {
-    "source": "--source",
-    "key": "--key",
-    "endpoint": "--endpoint",
-    "section": "--section",
-    "auth": "--auth",
-    "auth-mount": "--auth-mount",
-    "auth-role": "--auth-role",
-    "auth-username": "--auth-username",
-    "namespace": "--namespace",
-    "ref": "--ref",
-    "api-url": "--api-url",
-    "file-mode": "--file-mode",
-}
-
 
 MAX_STATUS_CHARS: Final = 1024
 """Longest refusal put in a gRPC status (its trailer must fit the client's metadata limit)."""
@@ -155,8 +138,9 @@ def _refuse_oversized(attributes: Mapping[str, str]) -> None:
 class DocumentKey:
     """What makes two readers one read: the store, the address, the key and the credential.
 
-    ``options`` carries the remaining fetch-shaping attributes (auth method, role, mount,
-    username, namespace, ref, api-url): two volumes that differ there read different things.
+    ``options`` carries the remaining fetch-shaping attributes (:data:`_OPTION_ROWS`, the auth
+    method and its inputs, the store's own): two volumes that differ there read different
+    things.
     ``credential`` is a SHA-256 over the Secret values the read uses (and ``token-secret``),
     so the identity can be compared and kept without holding the credential twice; its
     ``repr`` shows a prefix only.
@@ -315,17 +299,9 @@ def parse_volume(
 
     store = settings.spec
     options = tuple(
-        (name, value)
-        for name, value in (
-            ("auth", store.auth),
-            ("auth-mount", store.auth_mount),
-            ("auth-role", store.auth_role),
-            ("auth-username", store.auth_username),
-            ("namespace", store.namespace),
-            ("ref", store.ref),
-            ("api-url", store.api_url),
-        )
-        if value
+        (row.csi or "", value)
+        for row in _OPTION_ROWS
+        if (value := getattr(store, row.store_field or ""))
     )
     document = DocumentKey(
         source=store.source,

@@ -16,6 +16,7 @@ from typing import Any, Final
 from dynconf.publish import meta_path
 from dynconf_k8s.contract.parse import AGENT, INIT, INJECTED
 from dynconf_k8s.contract.plan import Also, Plan, Render
+from dynconf_k8s.contract.registry import KEYS, REGISTRY
 
 __all__ = [
     "ETC",
@@ -132,55 +133,47 @@ def _aux_dir(kind: str, render: Render) -> str:
     return f"{ETC}/{kind}-{render.name}" if render.name else f"{ETC}/{kind}"
 
 
+_STORE_FIELD_ROWS: Final = tuple(row for row in KEYS if row.store_field)
+"""The store's plain string inputs (the rows naming a StoreSpec field), in table order."""
+_DEFAULT_ONLY: Final = ("startup-policy", "on-delete", "max-document-bytes", "max-staleness")
+"""Pod-scope rows every agent of the default render takes (init and watcher), in golden order."""
+
+
+def _row(name: str, value: object) -> list[str]:
+    """The agent arguments of one row's resolved value: the row says its flag and form."""
+    return REGISTRY[name].args(value)
+
+
 def _store_args(plan: Plan, render: Render) -> list[str]:
-    args = ["--source", render.source]
-    if render.endpoint is not None and render.endpoint_secret is None:
-        args += ["--endpoint", render.endpoint]
-    args += ["--key", render.key, "--out", render.path]
-    for flag, value in (
-        ("--section", render.section),
-        ("--auth", render.auth),
-        ("--auth-mount", render.auth_mount),
-        ("--auth-role", render.auth_role),
-        ("--auth-username", render.auth_username),
-        ("--auth-token-path", render.auth_token_path),
-        ("--namespace", render.namespace),
-        ("--ref", render.ref),
-        ("--api-url", render.api_url),
-    ):
-        if value is not None:
-            args += [flag, value]
+    args = _row("source", render.source)
+    if render.endpoint_secret is None:
+        args += _row("endpoint", render.endpoint)
+    args += _row("key", render.key) + _row("path", render.path) + _row("section", render.section)
+    for row in _STORE_FIELD_ROWS:
+        args += row.args(getattr(render, row.target or ""))
     if render.name is None:
-        for flag, value in (
-            ("--startup-policy", plan.startup_policy),
-            ("--on-delete", plan.on_delete),
-            ("--max-document-bytes", plan.max_document_bytes),
-            ("--max-staleness", None if plan.max_staleness is None else str(plan.max_staleness)),
-        ):
-            if value is not None:
-                args += [flag, value]
+        for name in _DEFAULT_ONLY:
+            args += _row(name, getattr(plan, REGISTRY[name].target or ""))
     if render.ssh is not None:
         if render.auth is None:
-            args += ["--auth", "ssh-key"]
-        args += ["--ssh-key", f"{_aux_dir('ssh', render)}/{render.ssh.key}"]
+            args += _row("auth", "ssh-key")
+        args += _row("ssh-secret", f"{_aux_dir('ssh', render)}/{render.ssh.key}")
     if render.ca is not None:
-        args += ["--ca", f"{_aux_dir('ca', render)}/{render.ca.key}"]
-    if render.tls_server_name is not None:
-        args += ["--tls-server-name", render.tls_server_name]
-    if render.tls_skip_verify:
-        args.append("--tls-skip-verify")
-    if render.file_mode is not None:
-        args += ["--file-mode", f"0{render.file_mode:o}"]
+        args += _row("ca-configmap", f"{_aux_dir('ca', render)}/{render.ca.key}")
+    args += _row("tls-server-name", render.tls_server_name)
+    args += _row("tls-skip-verify", render.tls_skip_verify)
+    args += _row("file-mode", render.file_mode)
     if render.template_inline is not None:
-        args += ["--template-inline", render.template_inline]
+        args += _row("template", render.template_inline)
     elif render.template_configmap is not None:
         path = f"{_aux_dir('template', render)}/{render.template_configmap.key}"
-        args += ["--template", path]
+        args += _row("template-configmap", path)
     if render.name is None and plan.schema is not None:
-        args += ["--schema", f"{ETC}/schema/{plan.schema.key}"]
+        args += _row("schema-configmap", f"{ETC}/schema/{plan.schema.key}")
     if render.tls_secret is not None:
         tls = _aux_dir("tls", render)
-        args += ["--tls-cert", f"{tls}/tls.crt", "--tls-key", f"{tls}/tls.key"]
+        cert, key = REGISTRY["tls-secret"].flags
+        args += [cert, f"{tls}/tls.crt", key, f"{tls}/tls.key"]
     return args
 
 
@@ -189,49 +182,35 @@ def also_arg(also: Also) -> str:
     return f"out={also.path}" + (f",section={also.section}" if also.section else "")
 
 
+def _metrics(render: Render) -> list[str]:
+    return _row("metrics-port", f"0.0.0.0:{render.metrics_port}" if render.metrics_port else None)
+
+
 def _args(plan: Plan, render: Render, watch: bool) -> list[str]:
     args = _store_args(plan, render)
     if watch:
-        args += ["--watch", str(render.watch_seconds)]
+        args += _row("watch-seconds", render.watch_seconds)
     if render.name is not None:
-        if watch and render.metrics_port:
-            args += ["--metrics-addr", f"0.0.0.0:{render.metrics_port}"]
-        return args
-    if plan.dynamic:
-        args.append("--dynamic")
+        return args + (_metrics(render) if watch else [])
+    args += _row("dynamic", plan.dynamic)
     for also in plan.also:
         args += ["--also", also_arg(also)]
     if not watch:
-        if plan.env_restart:  # the app's first start reads the init render's fingerprint
-            args.append("--meta")
-        return args
-    if plan.meta or plan.env_restart:  # env-restart's wrapper and probe read the meta file
-        args.append("--meta")
-    if plan.dynamic and not plan.revoke_on_shutdown:
-        args.append("--no-revoke-on-shutdown")
-    for flag, value in (
-        ("--notify-http", plan.notify_http),
-        ("--on-drift", plan.on_drift),
-    ):
-        if value is not None:
-            args += [flag, value]
-    if not render.tls_reload:
-        args.append("--no-tls-reload")
-    if plan.history is not None:
-        args += ["--history", str(plan.history)]
-    if plan.require_ack:
-        args.append("--require-ack")
-    if plan.events:
-        args.append("--events")
-    if render.timeout is not None:
-        args += ["--timeout", str(render.timeout)]
+        # the app's first start reads the init render's fingerprint
+        return args + _row("meta", plan.env_restart)
+    # env-restart's wrapper and probe read the meta file
+    args += _row("meta", plan.meta or plan.env_restart)
+    if plan.dynamic:
+        args += _row("revoke-on-shutdown", plan.revoke_on_shutdown)
+    args += _row("notify-http", plan.notify_http) + _row("on-drift", plan.on_drift)
+    args += _row("tls-reload", render.tls_reload) + _row("history", plan.history)
+    args += _row("require-ack", plan.require_ack) + _row("events", plan.events)
+    args += _row("timeout", render.timeout)
     if plan.canary is not None:
-        args += ["--canary", f"{ETC}/canary/{plan.canary.key}"]
-    if plan.dynamic and plan.revoke_on_shutdown and plan.revoke_grace is not None:
-        args += ["--revoke-grace", str(plan.revoke_grace)]
-    if render.metrics_port:
-        args += ["--metrics-addr", f"0.0.0.0:{render.metrics_port}"]
-    return args
+        args += _row("canary-configmap", f"{ETC}/canary/{plan.canary.key}")
+    if plan.dynamic and plan.revoke_on_shutdown:
+        args += _row("revoke-grace", plan.revoke_grace)
+    return args + _metrics(render)
 
 
 def _mounts(plan: Plan, render: Render, watch: bool) -> list[Json]:
