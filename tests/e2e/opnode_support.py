@@ -74,16 +74,34 @@ def new_namespace(core: Any, prefix: str = "e2e") -> str:
 
 @contextmanager
 def applied(api_client: Any, objects: list[dict[str, Any]], namespace: str) -> Iterator[None]:
-    """Create ``objects`` (namespaced ones in ``namespace``); delete them all afterwards."""
+    """Create ``objects`` (namespaced ones in ``namespace``); delete them all afterwards.
+
+    A CRD that is already there (the session's chart release installed the chart's CRDs) is
+    used as it is, and left to whoever created it.
+    """
     made: list[dict[str, Any]] = []
     try:
         for obj in objects:
+            if obj["kind"] == "CustomResourceDefinition" and _crd_exists(api_client, obj):
+                continue
             utils.create_from_dict(api_client, obj, namespace=namespace)
             made.append(obj)
         yield
     finally:
         for obj in reversed(made):
             _delete(api_client, obj, namespace)
+
+
+def _crd_exists(api_client: Any, crd: dict[str, Any]) -> bool:
+    try:
+        client.ApiextensionsV1Api(api_client).read_custom_resource_definition(
+            crd["metadata"]["name"]
+        )
+    except client.ApiException as err:
+        if err.status == 404:
+            return False
+        raise
+    return True
 
 
 def _delete(api_client: Any, obj: dict[str, Any], namespace: str) -> None:
