@@ -20,7 +20,12 @@ Kube = Any
 def write_doc(root: Path, document: dict[str, Any]) -> None:
     path = root / "app" / "config.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(document))
+    # published whole (write, then rename), as a config file should be: a truncating write can
+    # be read half-done by the operator, which then reports a render failure for a document
+    # that was never meant to exist
+    partial = path.with_name(".config.json.partial")
+    partial.write_text(json.dumps(document))
+    partial.replace(path)
 
 
 def file_class(kube: Kube, namespace: str, root: Path, name: str = "files") -> None:
