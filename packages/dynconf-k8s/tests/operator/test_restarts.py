@@ -60,7 +60,12 @@ def create(kube: Kube, namespace: str, body: dict[str, Any]) -> None:
         "StatefulSet": apps.create_namespaced_stateful_set,
         "DaemonSet": apps.create_namespaced_daemon_set,
     }[body["kind"]]
-    call(namespace, body)
+    made = call(namespace, body)
+    # The operator orders a target's writes against the workload's creation by the API's whole
+    # seconds (a workload created after the last write is not rolled for it); a write in the
+    # same second as the creation cannot be ordered, so the tests' changes start in the next.
+    created = made.metadata.creation_timestamp.timestamp()
+    time.sleep(max(0.0, created + 1.05 - time.time()))
 
 
 def read(kube: Kube, namespace: str, kind: str, name: str) -> dict[str, Any]:
