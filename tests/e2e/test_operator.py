@@ -16,6 +16,7 @@ import json
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -118,9 +119,7 @@ def operator(
 ) -> Iterator[OperatorOnNode]:
     """The chart's CRDs and operator objects applied, the operator Ready; the leg's handle."""
     node_image("operator")
-    support = _operator_support()
     core = client.CoreV1Api(kube_node_client)
-    ext = client.ApiextensionsV1Api(kube_node_client)
     system = new_namespace(core, "dc-op")
     apps = new_namespace(core)
     objects = render_component(
@@ -128,8 +127,41 @@ def operator(
     )
     kinds = {o["kind"] for o in objects}
     assert kinds == {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Deployment"}, kinds
-    crds = chart_crds()
     began = time.monotonic()
+    with operator_running(kube_node, kube_node_client, consul_server, system, apps, objects) as (
+        handle,
+        pod,
+    ):
+        print(f"\ne2e operator: Deployment pod Ready {time.monotonic() - began:.1f} s after apply")
+        try:
+            yield handle
+        finally:
+            memory = working_set_mib(core, kube_node.name, system, pod)
+            print(f"\ne2e operator: {memory_note(memory, 128)}")
+            statuses = core.read_namespaced_pod(pod, system).status.container_statuses or []
+            restarts = [s.restart_count for s in statuses]
+            core.delete_namespace(apps)
+            assert restarts == [0], pod_trouble(core, system, pod)
+    core.delete_namespace(system)
+
+
+@contextmanager
+def operator_running(
+    kube_node: KubeNode,
+    kube_node_client: object,
+    consul_server: Any,
+    system: str,
+    apps: str,
+    objects: list[dict[str, Any]],
+) -> Iterator[tuple[OperatorOnNode, str]]:
+    """The chart's CRDs and the operator's ``objects`` applied in ``system``, its pod Ready.
+
+    Yields the leg's handle (a Consul class in ``apps``) and the operator pod's name; every
+    object applied is deleted on the way out.
+    """
+    core = client.CoreV1Api(kube_node_client)
+    ext = client.ApiextensionsV1Api(kube_node_client)
+    crds = chart_crds()
     with applied(kube_node_client, crds, system), kube_node.expose(consul_server.port) as ep:
         for crd in crds:
             name = crd["metadata"]["name"]
@@ -150,22 +182,10 @@ def operator(
 
             pod = wait_for(listed, 60, "the operator's pod")
             wait_pod_ready(core, system, pod)
-            print(
-                f"\ne2e operator: Deployment pod Ready {time.monotonic() - began:.1f} s after apply"
-            )
-            handle = OperatorOnNode(support.Kube(kube_node_client), core, system, apps,
-                                    consul_server, ep)  # fmt: skip
+            handle = OperatorOnNode(_operator_support().Kube(kube_node_client), core, system,
+                                    apps, consul_server, ep)  # fmt: skip
             handle.consul_class(apps)
-            try:
-                yield handle
-            finally:
-                memory = working_set_mib(core, kube_node.name, system, pod)
-                print(f"\ne2e operator: {memory_note(memory, 128)}")
-                statuses = core.read_namespaced_pod(pod, system).status.container_statuses or []
-                restarts = [s.restart_count for s in statuses]
-                core.delete_namespace(apps)
-                assert restarts == [0], pod_trouble(core, system, pod)
-    core.delete_namespace(system)
+            yield handle, pod
 
 
 def test_a_render_into_a_mounted_configmap_reaches_the_pod_and_so_does_a_change(

@@ -19,15 +19,12 @@ from kubernetes import client  # type: ignore[import-untyped]
 
 from dynconf_k8s.operator.restarts import FINGERPRINT_ANNOTATION, RESTART_ANNOTATION
 from tests.e2e.opnode_support import (
-    applied,
-    chart_crds,
     exec_in,
     new_namespace,
     render_component,
     wait_for,
-    wait_pod_ready,
 )
-from tests.e2e.test_operator import OperatorOnNode, _app, _operator_support
+from tests.e2e.test_operator import OperatorOnNode, _app, operator_running
 from tests.fixtures.node import KubeNode, ProjectImage
 
 pytestmark = pytest.mark.e2e
@@ -44,9 +41,7 @@ def restarting(
 ) -> Iterator[OperatorOnNode]:
     """The chart's operator with restarts on (1 s settle, 5 s floor), Ready on the node."""
     node_image("operator")
-    support = _operator_support()
     core = client.CoreV1Api(kube_node_client)
-    ext = client.ApiextensionsV1Api(kube_node_client)
     system = new_namespace(core, "dc-rs")
     apps = new_namespace(core)
     objects = render_component(
@@ -59,33 +54,14 @@ def restarting(
         "operator.restarts.settleSeconds=1",
         "operator.restarts.minIntervalSeconds=5",
     )
-    crds = chart_crds()
-    with applied(kube_node_client, crds, system), kube_node.expose(consul_server.port) as ep:
-        for crd in crds:
-            name = crd["metadata"]["name"]
-            wait_for(
-                lambda name=name: any(
-                    c.type == "Established" and c.status == "True"
-                    for c in ext.read_custom_resource_definition(name).status.conditions or []
-                ),
-                30,
-                f"CRD {name} Established",
-            )
-        with applied(kube_node_client, objects, system):
-            selector = "app.kubernetes.io/component=operator"
-
-            def listed() -> str | None:
-                pods = core.list_namespaced_pod(system, label_selector=selector).items
-                return pods[0].metadata.name if pods else None
-
-            wait_pod_ready(core, system, wait_for(listed, 60, "the operator's pod"))
-            handle = OperatorOnNode(support.Kube(kube_node_client), core, system, apps,
-                                    consul_server, ep)  # fmt: skip
-            handle.consul_class(apps)
-            try:
-                yield handle
-            finally:
-                core.delete_namespace(apps)
+    with operator_running(kube_node, kube_node_client, consul_server, system, apps, objects) as (
+        handle,
+        _,
+    ):
+        try:
+            yield handle
+        finally:
+            core.delete_namespace(apps)
     core.delete_namespace(system)
 
 
