@@ -4,8 +4,11 @@ binding ``dynamic-config-py``, in one run.
 The same workload for all: a TOML file of 100 keys (80 top-level scalars and a ``db`` table
 of 20) plus 20 environment variables, into one typed pydantic model. Every case is timed in
 interleaved rounds (each round times every case once, so a neighbour's burst of load hits
-all of them alike) and reported as the median over the rounds, with the best round beside
-it; each ratio is a quotient of medians from this same run, so the machine's speed cancels.
+all of them alike; odd rounds run the cases in reverse order, so no case always runs right
+after the same neighbour) and reported as the median over the rounds, with the best round
+beside it. Each ratio is paired: ours over the baseline within one round, then the median of
+those per-round ratios, so the machine's speed cancels and a burst that hits one round hits
+both sides of its ratio.
 Times are the thread's CPU time (a neighbour's load does not count); the watched reload is
 wall-clock, since it is a latency.
 
@@ -126,9 +129,9 @@ def measure(cases: list[Case], rounds: int) -> None:
     """
     for case in cases:
         case.fn()  # warm: imports, caches, the first validation
-    timers = [timeit.Timer(case.fn, timer=time.thread_time) for case in cases]
-    for _ in range(rounds):
-        for case, timer in zip(cases, timers, strict=True):
+    timers = [(case, timeit.Timer(case.fn, timer=time.thread_time)) for case in cases]
+    for round_number in range(rounds):
+        for case, timer in timers if round_number % 2 == 0 else reversed(timers):
             case.samples.append(timer.timeit(number=case.number) / case.number)
 
 
@@ -141,7 +144,8 @@ def line(label: str, case: Case) -> str:
 
 
 def ratio(label: str, ours: Case, base: Case) -> tuple[str, float]:
-    value = ours.median / base.median
+    """The median of the per-round ratios (both cases were timed in every round)."""
+    value = statistics.median(o / b for o, b in zip(ours.samples, base.samples, strict=True))
     return f"  {label:<64} {value:8.3f}x", value
 
 
@@ -273,7 +277,7 @@ def main() -> int:
     cpu95 = sorted(cpu)[int(len(cpu) * 0.95) - 1] * 1000
     print(f"  {'the same reloads, CPU time':<50} p50 {cpu50:5.2f} ms  p95 {cpu95:5.2f} ms")
 
-    print("ratios (median / median, this run)")
+    print("ratios (median of per-round ours / baseline, this run)")
     rows: dict[str, float] = {}
     for peer in [name for name in load if name != "dynconf"]:
         text, rows[f"load/{peer}"] = ratio(f"load dynconf / {peer}", load["dynconf"], load[peer])
