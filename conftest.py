@@ -6,4 +6,5 @@ pytest_plugins = [
     "tests.fixtures.hostile",
     "tests.fixtures.uv",
     "tests.fixtures.threads",
+    "tests.fixtures.background",
 ]

@@ -16,6 +16,8 @@ tables:
 - optionally ``OPT_IN: list[str]`` -- installers a bare ``install`` runs only with
   ``DYNCONF_E2E=1`` (the node and the images: minutes of building that only the end-to-end
   tests need); naming them always installs them.
+- optionally ``SLOW: list[str]`` -- installers ``install --background`` hands to the background
+  worker (``background.py``), in this order after the slow ones of earlier areas.
 
 The dispatcher merges them; ``start`` installs what a server needs first, so a developer can run
 ``scripts/testenv start vault`` (or a fixture can) on a machine where ``install`` never ran.
@@ -34,6 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import ModuleType
 
+from . import background
 from .common import (
     Context,
     TestenvError,
@@ -43,7 +46,7 @@ from .common import (
     stop_pids,
 )
 
-__all__ = ["Context", "TestenvError", "main"]
+__all__ = ["Context", "TestenvError", "load_registry", "main", "startable_now"]
 
 AREAS = ("stores", "kube", "tools", "vault", "node", "images")
 """Area modules, in install order; only ``stores`` must exist."""
@@ -59,6 +62,7 @@ class Registry:
     store_servers: list[str] = field(default_factory=list)
     stoppers: dict[str, Callable[[Context], None]] = field(default_factory=dict)
     opt_in: list[str] = field(default_factory=list)
+    slow: list[str] = field(default_factory=list)
 
     def add(self, area: str, module: ModuleType) -> None:
         self.installers.update(getattr(module, "INSTALLERS", {}))
@@ -67,6 +71,7 @@ class Registry:
         self.needs.update(getattr(module, "NEEDS", {}))
         self.stoppers.update(getattr(module, "STOPPERS", {}))
         self.opt_in.extend(getattr(module, "OPT_IN", []))
+        self.slow.extend(getattr(module, "SLOW", []))
         if area == "stores":
             self.store_servers.extend(servers)
         self.store_servers.extend(getattr(module, "STORE_SERVERS", []))
@@ -147,6 +152,8 @@ def stop_servers(ctx: Context, servers: list[str] | None, registry: Registry | N
     for server in groups:
         (ctx.run / "groups" / server).unlink(missing_ok=True)
         (ctx.run / "published" / f"{server}.env").unlink(missing_ok=True)
+    if servers is None:
+        background.forget(ctx)
     rebuild_env(ctx)
     if servers is None:  # per-run secrets and data go with the run
         ctx.remove_data()
@@ -158,7 +165,12 @@ def stop_servers(ctx: Context, servers: list[str] | None, registry: Registry | N
     return 0
 
 
-def cmd_install(ctx: Context, registry: Registry, names: list[str]) -> int:
+def cmd_install(
+    ctx: Context, registry: Registry, names: list[str], *, in_background: bool = False
+) -> int:
+    """Install ``names`` (every component when empty); the slow ones go to the background
+    worker when ``in_background``. A component the worker has queued is waited for, never
+    installed twice at once."""
     if not names:
         e2e = os.environ.get("DYNCONF_E2E", "") == "1"
         names = [n for n in registry.installers if e2e or n not in registry.opt_in]
@@ -166,9 +178,12 @@ def cmd_install(ctx: Context, registry: Registry, names: list[str]) -> int:
     if unknown:
         log(f"unknown component(s) {unknown}; known: {', '.join(registry.installers)}")
         return 2
-    failed = []
+    slow = [n for n in registry.slow if n in names] if in_background else []
+    failed = background.wait(ctx, names)
+    for problem in failed:
+        log(problem)
     total = time.monotonic()
-    for name in names:
+    for name in [n for n in names if n not in slow]:
         started = time.monotonic()
         try:
             registry.installers[name](ctx)
@@ -178,14 +193,35 @@ def cmd_install(ctx: Context, registry: Registry, names: list[str]) -> int:
             continue
         log(f"install {name}: {time.monotonic() - started:.2f} s")
     log(f"install total: {time.monotonic() - total:.2f} s")
+    if slow:
+        background.queue(ctx, slow)
     if failed:
         log(f"failed: {', '.join(failed)}")
         return 1
     return 0
 
 
+def cmd_wait(ctx: Context, names: list[str]) -> int:
+    """Wait for the background worker to finish ``names`` (all it queued when empty)."""
+    problems = background.wait(ctx, names or background.queued(ctx))
+    for problem in problems:
+        log(problem)
+    return 1 if problems else 0
+
+
+def startable_now(ctx: Context, registry: Registry) -> list[str]:
+    """The store servers a bare ``start`` starts: those needing nothing still in the worker."""
+    waiting = set(background.pending(ctx))
+    return [n for n in registry.store_servers if not waiting & set(registry.needed(n))]
+
+
 def cmd_start(ctx: Context, registry: Registry, names: list[str]) -> int:
-    names = names or list(registry.store_servers)
+    """Start ``names`` (every store server when empty). A bare ``start`` leaves out the servers
+    whose installs are still in the background worker: their fixtures start them later."""
+    if not names:
+        names = startable_now(ctx, registry)
+        for later in sorted(set(registry.store_servers) - set(names)):
+            log(f"{later} waits for its background install; its fixture starts it")
     unknown = [n for n in names if n not in registry.servers]
     if unknown:
         log(f"unknown server(s) {unknown}; known: {', '.join(registry.servers)}")
@@ -242,8 +278,16 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of ``scripts/testenv``."""
     parser = argparse.ArgumentParser(prog="testenv", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
+    install = sub.add_parser("install", help="install (cached) every component, or the named ones")
+    install.add_argument("names", nargs="*")
+    install.add_argument(
+        "--background",
+        action="store_true",
+        help="hand the slow components (the Go builds) to a background worker and return",
+    )
+    install.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     sub.add_parser(
-        "install", help="install (cached) every component, or the named ones"
+        "wait", help="wait for the background install of the named components (or all)"
     ).add_argument("names", nargs="*")
     sub.add_parser("start", help="start every store server, or the named ones").add_argument(
         "names", nargs="*"
@@ -268,7 +312,15 @@ def main(argv: list[str] | None = None) -> int:
         print("servers:", " ".join(registry.servers))
         return 0
     if args.command == "install":
-        return cmd_install(ctx, registry, args.names)
+        if args.worker:
+            return background.work(ctx, args.names, registry.installers)
+        return cmd_install(ctx, registry, args.names, in_background=args.background)
+    if args.command == "wait":
+        return cmd_wait(ctx, args.names)
+    if args.command == "start":  # before the lock: a wait must not hold up other starts
+        needed = [i for n in args.names if n in registry.servers for i in registry.needed(n)]
+        for problem in background.wait(ctx, needed):
+            log(problem)
     with ctx.lock():
         if args.command == "start":
             return cmd_start(ctx, registry, args.names)

@@ -333,4 +333,7 @@ INSTALLERS: dict[str, Callable[[Context], None]] = {
     "kube-schemas": install_kube_schemas,
     "kustomize": _installer(KUSTOMIZE),
 }
+SLOW: list[str] = ["kube-schemas", "helm", "kustomize", "csi-sanity", "promtool"]
+"""In this order: the chart tests need the schemas and helm first; kubeconform stays in the
+foreground (seconds to build)."""
 SERVERS: dict[str, Callable[[Context], dict[str, str]]] = {}

@@ -152,6 +152,7 @@ def start_vault_hashicorp(ctx: Context) -> dict[str, str]:
 
 
 INSTALLERS: dict[str, Callable[[Context], None]] = {NAME: install_vault_hashicorp}
+SLOW: list[str] = [NAME]
 SERVERS: dict[str, Callable[[Context], dict[str, str]]] = {NAME: start_vault_hashicorp}
 STORE_SERVERS: list[str] = [NAME]
 """Started by a bare ``scripts/testenv start`` along with the ``stores`` servers."""
