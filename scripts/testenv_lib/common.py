@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import shutil
 import signal
@@ -459,8 +460,11 @@ class Context:
             if root.exists():
                 shutil.rmtree(root)
             root.mkdir(parents=True)
+            unpacked = []
             for deb in sorted(Path(tmp).glob("*.deb")):
                 extract_deb(deb, root)
+                unpacked.append(deb_record(deb))
+            (root / DEBS_RECORD).write_text(json.dumps(unpacked, indent=1) + "\n")
         done.write_text("\n".join(sorted(packages)) + "\n")
         return root
 
@@ -475,6 +479,25 @@ class Context:
                 yield
             finally:
                 fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+DEBS_RECORD = ".debs.json"
+"""Beside ``.done`` in an ``apt_download`` root: each unpacked .deb (the images' SBOMs read it)."""
+
+
+def deb_record(deb: Path) -> dict[str, str]:
+    """Package, version, architecture, file name and SHA-256 of one .deb, from its control."""
+    fields = subprocess.run(
+        ["dpkg-deb", "--showformat=${Package}\\t${Version}\\t${Architecture}", "--show", str(deb)],
+        check=True, capture_output=True, text=True,
+    ).stdout.split("\t")  # fmt: skip
+    return {
+        "package": fields[0],
+        "version": fields[1],
+        "architecture": fields[2],
+        "file": deb.name,
+        "sha256": hashlib.sha256(deb.read_bytes()).hexdigest(),
+    }
 
 
 def extract_deb(deb: Path, root: Path) -> None:

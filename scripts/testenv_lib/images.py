@@ -22,6 +22,10 @@ users build with docker — and produces the same image as an OCI archive under
 - ``ENV``, ``USER``, ``ENTRYPOINT`` and ``CMD`` of the final stage, evaluated over the base
   image's environment (``BASE_ENV``).
 
+Beside each archive, ``<name>.cdx.json`` is its CycloneDX SBOM (``sbom.py``: every Python
+distribution of the venv and every .deb unpacked), also attached inside the archive as an OCI
+1.1 artifact whose ``subject`` is the image manifest.
+
 The archives are keyed by a hash of everything that goes in (sources, lock, Dockerfiles), so an
 unchanged checkout never rebuilds.  Standard library only.
 """
@@ -43,8 +47,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .common import Context, TestenvError, log
-from .oci import ImageConfig, read_config, write_archive
+from . import sbom
+from .common import DEBS_RECORD, Context, TestenvError, log
+from .oci import Artifact, ImageConfig, read_config, write_archive
 
 IMAGES = ("agent", "webhook", "operator", "node-agent")
 REGISTRY = "ghcr.io/dynamic-config-rs"
@@ -185,7 +190,7 @@ def _sources_hash(ctx: Context) -> str:
     roots = [ctx.repo / "uv.lock", ctx.repo / "pyproject.toml", ctx.repo / "docker"]
     roots += sorted((ctx.repo / "packages").glob("*/pyproject.toml"))
     roots += sorted((ctx.repo / "packages").glob("*/src"))
-    roots.append(Path(__file__))
+    roots += [Path(__file__).with_name(module) for module in ("images.py", "oci.py", "sbom.py")]
     for root in roots:
         files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file())
         for path in files:
@@ -197,10 +202,23 @@ def _sources_hash(ctx: Context) -> str:
 
 
 def _debian_tree(ctx: Context, packages: list[str]) -> Path:
-    """``packages`` and their closure, extracted (cached per resolved list)."""
+    """``packages`` and their closure, extracted (cached per resolved list).
+
+    The tree must carry the record of the .debs it was unpacked from (the SBOM lists them);
+    one extracted before that record existed is fetched again.
+    """
     specs = ctx.apt_closure(packages)
     key = hashlib.sha256(" ".join(sorted(specs)).encode()).hexdigest()[:12]
+    root = ctx.cache / "debs" / f"image-{key}"
+    if not (root / DEBS_RECORD).is_file():
+        (root / ".done").unlink(missing_ok=True)
     return ctx.apt_download(specs, dest=f"image-{key}")
+
+
+def unpacked_debs(tree: Path) -> list[dict[str, str]]:
+    """What ``apt_download`` recorded of each .deb it unpacked into ``tree``."""
+    records: list[dict[str, str]] = json.loads((tree / DEBS_RECORD).read_text())
+    return records
 
 
 def _merge_usr(src: Path, rootfs: Path) -> None:
@@ -269,16 +287,18 @@ def _compile_stdlib(rootfs: Path) -> None:
     )  # fmt: skip
 
 
-def _base_rootfs(ctx: Context, staging: Path, stage: Stage) -> Path:
+def _base_rootfs(ctx: Context, staging: Path, stage: Stage) -> tuple[Path, list[dict[str, str]]]:
+    """The root filesystem before ``/opt/dynamic-config``, and the .debs it was made from."""
     rootfs = staging / "rootfs"
     shutil.rmtree(rootfs, ignore_errors=True)
     (rootfs / "usr").mkdir(parents=True)
     for sub in ("bin", "sbin", "lib", "lib64"):
         (rootfs / "usr" / sub).mkdir()
         (rootfs / sub).symlink_to(f"usr/{sub}")
-    _merge_usr(_debian_tree(ctx, BASE_PACKAGES + stage.apt_packages), rootfs)
+    tree = _debian_tree(ctx, BASE_PACKAGES + stage.apt_packages)
+    _merge_usr(tree, rootfs)
     _finish_rootfs(rootfs, stage.users)
-    return rootfs
+    return rootfs, unpacked_debs(tree)
 
 
 @contextlib.contextmanager
@@ -354,7 +374,8 @@ def build_image(ctx: Context, name: str) -> Path:
     out = ctx.run / "images" / f"{name}.tar"
     key = _sources_hash(ctx)
     stamp = out.with_suffix(".key")
-    if out.is_file() and stamp.is_file() and stamp.read_text().strip() == key:
+    bom = sbom_path(out)
+    if out.is_file() and bom.is_file() and stamp.is_file() and stamp.read_text().strip() == key:
         return out
     started = time.monotonic()
     stage = parse_dockerfile(dockerfile(ctx, name))
@@ -362,20 +383,36 @@ def build_image(ctx: Context, name: str) -> Path:
     (ctx.cache / "images" / "staging").mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=ctx.cache / "images" / "staging"))
     try:
-        rootfs = _base_rootfs(ctx, staging, stage)
+        rootfs, debs = _base_rootfs(ctx, staging, stage)
         tree = _install_tree(ctx, stage.install_prefix, key)
         target = rootfs / stage.install_prefix.lstrip("/")
         shutil.copytree(tree, target, symlinks=True, ignore=shutil.ignore_patterns(".done"))
-        write_archive(rootfs, out, image_name(ctx, name), stage.config())
+        site = next((target / "venv" / "lib").glob("python3*/site-packages"))
+        document: dict[str, object] = {}
+
+        def attach(digest: str) -> list[Artifact]:
+            document.update(sbom.image_sbom(image_name(ctx, name), digest, site, debs))
+            return [Artifact(sbom.MEDIA_TYPE, sbom.dumps(document))]
+
+        write_archive(rootfs, out, image_name(ctx, name), stage.config(), attach)
+        bom.write_bytes(sbom.dumps(document))
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     stamp.write_text(key + "\n")
     took, size = round(time.monotonic() - started, 1), out.stat().st_size
+    components = json.loads(bom.read_text())["components"]
     info = {"image": image_name(ctx, name), "seconds": took, "bytes": size,
-            "config": read_config(out)}  # fmt: skip
+            "config": read_config(out), "sbom": bom.name,
+            "sbom_components": {kind: sum(c["purl"].startswith(f"pkg:{kind}/") for c in components)
+                                for kind in ("pypi", "deb")}}  # fmt: skip
     out.with_suffix(".json").write_text(json.dumps(info, indent=2) + "\n")
     log(f"images: {info['image']} in {took} s, {size / 2**20:.0f} MiB")
     return out
+
+
+def sbom_path(archive: Path) -> Path:
+    """``<name>.cdx.json`` beside ``<name>.tar``: the image's CycloneDX SBOM."""
+    return archive.with_name(archive.stem + ".cdx.json")
 
 
 def install_images(ctx: Context) -> None:

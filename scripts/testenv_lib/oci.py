@@ -19,12 +19,28 @@ import os
 import shutil
 import tarfile
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
 DEFAULT_PATH = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+EMPTY = "application/vnd.oci.empty.v1+json"
+"""OCI 1.1's empty descriptor: the config of an artifact that has none (the blob is ``{}``)."""
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """A blob that describes the image (an SBOM, a signature), stored as an OCI 1.1 artifact.
+
+    It gets a manifest of its own whose ``subject`` is the image manifest, listed in
+    ``index.json`` after the image (no name, no platform), the way an OCI layout carries
+    referrers where there is no registry to ask.
+    """
+
+    artifact_type: str
+    data: bytes
 
 
 @dataclass(frozen=True)
@@ -89,8 +105,17 @@ def _layer(rootfs: Path, out: IO[bytes]) -> tuple[str, int]:
     return "sha256:" + sink.sha.hexdigest(), sink.size
 
 
-def write_archive(rootfs: Path, out: Path, name: str, config: ImageConfig) -> str:
-    """Write ``rootfs`` as the one-layer image ``name`` to ``out``; returns the manifest digest."""
+def write_archive(
+    rootfs: Path,
+    out: Path,
+    name: str,
+    config: ImageConfig,
+    artifacts: Callable[[str], list[Artifact]] | None = None,
+) -> str:
+    """Write ``rootfs`` as the one-layer image ``name`` to ``out``; returns the manifest digest.
+
+    ``artifacts``, given that digest, returns what to attach to the image (its SBOM).
+    """
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
         layer_path = Path(tmp) / "layer.tar"
@@ -134,12 +159,16 @@ def write_archive(rootfs: Path, out: Path, name: str, config: ImageConfig) -> st
             sort_keys=True,
         ).encode()
         manifest_digest = put(manifest)
+        referrers = [
+            _artifact_manifest(artifact, put, manifest_digest, len(manifest))
+            for artifact in (artifacts(manifest_digest) if artifacts else [])
+        ]
         index = {
             "schemaVersion": 2,
             "mediaType": "application/vnd.oci.image.index.v1+json",
             "manifests": [
                 {
-                    "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                    "mediaType": MANIFEST,
                     "digest": manifest_digest,
                     "size": len(manifest),
                     "platform": {"architecture": "amd64", "os": "linux"},
@@ -147,7 +176,8 @@ def write_archive(rootfs: Path, out: Path, name: str, config: ImageConfig) -> st
                         "io.containerd.image.name": name,
                         "org.opencontainers.image.ref.name": name,
                     },
-                }
+                },
+                *referrers,
             ],
         }
         partial = out.with_suffix(".partial")
@@ -170,6 +200,52 @@ def write_archive(rootfs: Path, out: Path, name: str, config: ImageConfig) -> st
                 archive.addfile(info, handle)
         partial.rename(out)
     return manifest_digest
+
+
+def _artifact_manifest(
+    artifact: Artifact, put: Callable[[bytes], str], subject: str, subject_size: int
+) -> dict[str, Any]:
+    """Store ``artifact`` and its manifest (``subject``: the image); its ``index.json`` entry."""
+    blob = {"mediaType": artifact.artifact_type, "digest": put(artifact.data),
+            "size": len(artifact.data)}  # fmt: skip
+    manifest = json.dumps(
+        {
+            "schemaVersion": 2,
+            "mediaType": MANIFEST,
+            "artifactType": artifact.artifact_type,
+            "config": {"mediaType": EMPTY, "digest": put(b"{}"), "size": 2},
+            "layers": [blob],
+            "subject": {"mediaType": MANIFEST, "digest": subject, "size": subject_size},
+        },
+        sort_keys=True,
+    ).encode()
+    return {
+        "mediaType": MANIFEST,
+        "digest": put(manifest),
+        "size": len(manifest),
+        "artifactType": artifact.artifact_type,
+    }
+
+
+def read_artifact(archive: Path, artifact_type: str) -> bytes:
+    """The blob of the artifact of ``artifact_type`` whose subject is the archive's image."""
+    with tarfile.open(archive) as tar:
+
+        def blob(digest: str) -> bytes:
+            path = "blobs/sha256/" + digest.split(":", 1)[1] if ":" in digest else digest
+            member = tar.extractfile(path)
+            assert member is not None
+            return member.read()
+
+        index = json.loads(blob("index.json"))
+        image = index["manifests"][0]["digest"]
+        for entry in index["manifests"][1:]:
+            manifest = json.loads(blob(entry["digest"]))
+            if manifest.get("artifactType") == artifact_type and (
+                manifest.get("subject", {}).get("digest") == image
+            ):
+                return blob(manifest["layers"][0]["digest"])
+    raise FileNotFoundError(f"no {artifact_type} artifact refers to the image in {archive}")
 
 
 def read_config(archive: Path) -> dict[str, Any]:

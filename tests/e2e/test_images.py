@@ -9,6 +9,7 @@ compares with the archive's image config and files.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import shutil
@@ -21,10 +22,14 @@ import pytest
 
 from tests.fixtures.kube import REPO
 from tests.fixtures.node import ProjectImage
+from tests.fixtures.uv import Uv
 
 sys.path.insert(0, str(REPO / "scripts"))
-from testenv_lib.images import BASE_ENV
-from testenv_lib.oci import read_config, read_file, unpack_layer
+from testenv_lib.common import DEBS_RECORD, Context
+from testenv_lib.images import BASE_ENV, BASE_PACKAGES, dockerfile, parse_dockerfile, sbom_path
+from testenv_lib.oci import read_artifact, read_config, read_file, unpack_layer
+from testenv_lib.sbom import MEDIA_TYPE as SBOM_MEDIA_TYPE
+from testenv_lib.sbom import normalise
 
 pytestmark = pytest.mark.e2e
 
@@ -164,3 +169,125 @@ def test_image_user_is_listed_in_passwd(name: str, project_image: ProjectImage) 
     passwd = read_file(project_image(name).archive, "/etc/passwd").decode()
 
     assert uid in {line.split(":")[2] for line in passwd.splitlines() if line.count(":") >= 6}
+
+
+# ---------------------------------------------------------------------------- the SBOMs
+LOCKED_SET = ("export", "--frozen", "--no-dev", "--no-emit-workspace", "--all-packages",
+              "--no-hashes", "--extra", "otel")  # fmt: skip
+"""The third-party selection of uv.lock the Dockerfiles' build stage installs."""
+
+
+def _sbom(archive: Path) -> dict[str, Any]:
+    document: dict[str, Any] = json.loads(sbom_path(archive).read_text())
+    return document
+
+
+def _purls(document: dict[str, Any], kind: str) -> dict[str, str]:
+    """``name -> version`` of the document's ``pkg:<kind>/`` components (pypi names normalised)."""
+    out = {}
+    for component in document["components"]:
+        if component["purl"].startswith(f"pkg:{kind}/"):
+            name = component["name"]
+            out[normalise(name) if kind == "pypi" else name] = component["version"]
+    return out
+
+
+def _image_python(archive: Path) -> str:
+    """The full version of the image's interpreter, from its venv's ``pyvenv.cfg``."""
+    cfg = read_file(archive, "/opt/dynamic-config/venv/pyvenv.cfg").decode()
+    return re.search(r"^version_info\s*=\s*(\S+)", cfg, re.MULTILINE).group(1)  # type: ignore[union-attr]
+
+
+def _locked(uv_bin: Uv, python: str) -> dict[str, str]:
+    """uv.lock's third-party pins that apply to the image's interpreter on linux/amd64."""
+    from packaging.requirements import Requirement
+
+    exported = subprocess.run(
+        [str(uv_bin.path), *LOCKED_SET], capture_output=True, text=True, cwd=REPO,
+        env=uv_bin.env(), check=True, timeout=120,
+    ).stdout  # fmt: skip
+    environment = {"python_full_version": python, "python_version": python.rsplit(".", 1)[0],
+                   "implementation_name": "cpython", "platform_python_implementation": "CPython",
+                   "sys_platform": "linux", "platform_machine": "x86_64"}  # fmt: skip
+    pins = {}
+    for line in exported.splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        requirement = Requirement(line)
+        if requirement.marker is None or requirement.marker.evaluate(environment):
+            pins[normalise(requirement.name)] = str(requirement.specifier).removeprefix("==")
+    return pins
+
+
+@pytest.mark.parametrize("name", IMAGES)
+def test_image_sbom_is_cyclonedx_naming_the_image_by_digest(
+    name: str, project_image: ProjectImage
+) -> None:
+    image = project_image(name)
+    document = _sbom(image.archive)
+    digest = json.loads(image.archive.with_suffix(".json").read_text())
+    manifest = _archive_manifest_digest(image.archive)
+
+    assert (document["bomFormat"], document["specVersion"]) == ("CycloneDX", "1.5")
+    assert document["metadata"]["component"]["type"] == "container"
+    assert document["metadata"]["component"]["hashes"][0]["content"] == manifest.split(":")[1]
+    purls = [c["purl"] for c in document["components"]]
+    assert len(purls) == len(set(purls)), "a component is listed twice"
+    assert digest["sbom_components"]["pypi"] == len(_purls(document, "pypi"))
+
+
+@pytest.mark.parametrize("name", IMAGES)
+def test_image_sbom_travels_in_the_layout_as_an_artifact_of_the_image(
+    name: str, project_image: ProjectImage
+) -> None:
+    """The same document, as an OCI 1.1 artifact whose ``subject`` is the image manifest."""
+    archive = project_image(name).archive
+
+    attached = read_artifact(archive, SBOM_MEDIA_TYPE)
+
+    assert json.loads(attached) == _sbom(archive)
+
+
+@pytest.mark.parametrize("name", IMAGES)
+def test_image_sbom_lists_every_locked_python_package(
+    name: str, project_image: ProjectImage, uv_bin: Uv
+) -> None:
+    archive = project_image(name).archive
+    listed = _purls(_sbom(archive), "pypi")
+    locked = _locked(uv_bin, _image_python(archive))
+    plugins = json.loads(read_file(archive, "/opt/dynamic-config/plugins.lock"))["plugins"]
+    locked |= {normalise(p["distribution"]): p["version"] for p in plugins}
+
+    missing = {n: v for n, v in locked.items() if listed.get(n) != v}
+
+    assert not missing, f"the SBOM lacks (or has another version of) {missing}"
+    assert len(locked) >= 40
+
+
+@pytest.mark.parametrize("name", IMAGES)
+def test_image_sbom_lists_every_deb_the_builder_unpacked(
+    name: str, project_image: ProjectImage
+) -> None:
+    archive = project_image(name).archive
+    ctx = Context()
+    specs = ctx.apt_closure(BASE_PACKAGES + parse_dockerfile(dockerfile(ctx, name)).apt_packages)
+    key = hashlib.sha256(" ".join(sorted(specs)).encode()).hexdigest()[:12]
+    record = json.loads((ctx.cache / "debs" / f"image-{key}" / DEBS_RECORD).read_text())
+    debs = [c for c in _sbom(archive)["components"] if c["purl"].startswith("pkg:deb/debian/")]
+
+    assert {f"{c['name']}={c['version']}" for c in debs} == set(specs)
+    assert {(c["properties"][0]["value"], c["hashes"][0]["content"]) for c in debs} == {
+        (r["file"], r["sha256"]) for r in record
+    }
+    assert all(f"?arch={r['architecture']}&distro=debian-12" in c["purl"]
+               for c, r in zip(sorted(debs, key=lambda c: c["name"]),
+                               sorted(record, key=lambda r: r["package"]), strict=True))  # fmt: skip
+
+
+def _archive_manifest_digest(archive: Path) -> str:
+    import tarfile
+
+    with tarfile.open(archive) as tar:
+        index = tar.extractfile("index.json")
+        assert index is not None
+        return str(json.load(index)["manifests"][0]["digest"])
