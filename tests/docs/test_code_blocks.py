@@ -38,6 +38,18 @@ block, after the ``files`` and the ``prelude`` (python, run first in its own int
 the other lines are the expected output of stdout and stderr together, line for line, where
 ``...`` in a line matches any text (a time, an age). ``echo $?`` shows an exit code.
 
+A ```yaml block whose every document has ``apiVersion`` and ``kind`` is a manifest, and is
+validated the way ``tests/examples`` and the chart tests validate theirs: strictly by
+kubeconform against the offline schemas of the pinned Kubernetes and the CRDs' own schemas
+(a ``DynamicConfigRender`` or class with a misspelt field fails), and, when it carries a pod
+or pod template with ``dynamic-config.rs/`` annotations, by ``dynamic-config-webhook
+validate`` with an empty installation (what a user runs before applying it); the classes
+(``DynamicConfigClass``, ``ClusterDynamicConfigClass``) of every manifest of the same page
+are given to it with ``--classes``, and a workload is judged in its own namespace. A
+``docs-test`` comment may say ``refused: <text>`` for a manifest the page shows being refused
+(validate must exit 1 naming that text). Other ```yaml blocks (fragments: a values snippet, a
+patch) must parse. ``not run: <reason>`` skips a manifest as it skips a python block.
+
 The book-manifest extraction (``scripts/extract_book_manifests.py``) finds YAML manifests in
 the book's prose; Markdown fences need none of its heuristics, so the extraction here is a
 dozen lines of its own.
@@ -57,9 +69,12 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.chart.support import kubeconform_check
+from tests.fixtures.kube import Kubeconform
+
 REPO = Path(__file__).resolve().parents[2]
 PAGES = sorted([*REPO.glob("docs/*.md"), REPO / "README.md", *REPO.glob("packages/*/README.md")])
-FENCE = re.compile(r"^```(python|console)[ \t]*\n(.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
+FENCE = re.compile(r"^```(python|console|yaml)[ \t]*\n(.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
 MARKER = "docs-test"
 NOT_RUN = re.compile(r"\A\s*not run:\s*(\S.*?)\s*\Z", re.DOTALL)
 TIMEOUT = 60.0
@@ -78,6 +93,7 @@ class Block:
     language: str = "python"
     servers: tuple[str, ...] = ()
     replace: dict[str, str] = field(default_factory=dict)
+    refused: str | None = None
 
     @property
     def name(self) -> str:
@@ -97,10 +113,10 @@ def _fixture(page: Path, line: int, before: str) -> dict[str, Any]:
     if skipped is not None:
         return {"not_run": skipped.group(1)}
     loaded = yaml.safe_load(body) or {}
-    unknown = set(loaded) - {"files", "prelude", "after", "pytest", "servers", "replace"}
+    unknown = set(loaded) - {"files", "prelude", "after", "pytest", "servers", "replace", "refused"}
     assert isinstance(loaded, dict) and not unknown, (
         f"{page.relative_to(REPO)}:{line}: a docs-test comment holds files, prelude, after, "
-        f"pytest, servers and replace only (not {sorted(unknown)})"
+        f"pytest, servers, replace and refused only (not {sorted(unknown)})"
     )
     if "servers" in loaded:
         loaded["servers"] = tuple(loaded["servers"])
@@ -118,11 +134,33 @@ def blocks() -> list[Block]:
     return found
 
 
-BLOCKS = blocks()
+ALL_BLOCKS = blocks()
+BLOCKS = [block for block in ALL_BLOCKS if block.language != "yaml"]
+YAML_BLOCKS = [block for block in ALL_BLOCKS if block.language == "yaml"]
+
+
+def _documents(block: Block) -> list[Any]:
+    return [doc for doc in yaml.safe_load_all(block.code) if doc is not None]
+
+
+def is_manifest(block: Block) -> bool:
+    """Every document of the block is a Kubernetes object (``apiVersion`` and ``kind``)."""
+    docs = _documents(block)
+    return bool(docs) and all(
+        isinstance(doc, dict) and "apiVersion" in doc and "kind" in doc for doc in docs
+    )
+
+
+MANIFESTS = [block for block in YAML_BLOCKS if is_manifest(block)]
+CLASS_KINDS = ("DynamicConfigClass", "ClusterDynamicConfigClass")
 
 
 def test_the_docs_have_python_blocks() -> None:
     assert len(BLOCKS) >= 5
+
+
+def test_the_docs_have_manifests() -> None:
+    assert len(MANIFESTS) >= 20
 
 
 def _environment() -> dict[str, str]:
@@ -187,6 +225,69 @@ def _with_servers(block: Block, request: pytest.FixtureRequest) -> Block:
         value = str(getattr(servers[server], attribute)) if dot and server in servers else where
         parts = {name: part.replace(text, value) for name, part in parts.items()}
     return dataclasses.replace(block, **parts)
+
+
+@pytest.mark.parametrize("block", YAML_BLOCKS, ids=[block.name for block in YAML_BLOCKS])
+def test_docs_yaml_block_parses(block: Block) -> None:
+    try:
+        _documents(block)
+    except yaml.YAMLError as error:
+        pytest.fail(f"{block.name}: not YAML: {error}")
+
+
+def _page_classes(page: Path) -> str:
+    """The class documents among the page's manifests, as one stream."""
+    found = [
+        doc
+        for block in MANIFESTS
+        if block.page == page
+        for doc in _documents(block)
+        if doc["kind"] in CLASS_KINDS
+    ]
+    return yaml.safe_dump_all(found)
+
+
+def _annotated_pods(block: Block) -> bool:
+    from dynconf_k8s.webhook.validate import pods_in
+
+    return any(
+        any(key.startswith("dynamic-config.rs/") for key in
+            ((pod.get("metadata") or {}).get("annotations") or {}))
+        for doc in _documents(block)
+        for _, pod in pods_in(doc)
+    )  # fmt: skip
+
+
+@pytest.mark.helm
+@pytest.mark.parametrize("block", MANIFESTS, ids=[block.name for block in MANIFESTS])
+def test_docs_manifest_is_valid(block: Block, tmp_path: Path, kubeconform: Kubeconform) -> None:
+    if block.not_run is not None:
+        pytest.skip(f"not run: {block.not_run}")
+    checked = kubeconform_check(kubeconform, block.code, tmp_path)
+    assert checked.returncode == 0 and "Invalid: 0, Errors: 0" in checked.stdout, (
+        f"{block.name}: kubeconform:\n{checked.stdout}{checked.stderr}"
+    )
+    if not _annotated_pods(block):
+        assert block.refused is None, f"{block.name}: refused, but has no annotated pod"
+        return
+    manifest = tmp_path / "manifest.yaml"
+    manifest.write_text(block.code, encoding="utf-8")
+    classes = tmp_path / "classes.yaml"
+    classes.write_text(_page_classes(block.page), encoding="utf-8")
+    metadata = [doc.get("metadata") or {} for doc in _documents(block)]
+    namespaces = sorted({meta["namespace"] for meta in metadata if "namespace" in meta})
+    argv = [sys.executable, "-m", "dynconf_k8s.webhook.main", "validate",
+            "--classes", str(classes), *(["--namespace", namespaces[0]] if namespaces else []),
+            str(manifest)]  # fmt: skip
+    env = {k: v for k, v in _environment().items() if not k.startswith("DYNAMIC_CONFIG_")}
+    env["DYNAMIC_CONFIG_WEBHOOK_DEFAULTS_FILE"] = str(tmp_path / "no-installation.yaml")
+    result = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=TIMEOUT,
+                            check=False)  # fmt: skip
+    if block.refused is not None:
+        assert result.returncode == 1, f"{block.name}: admitted:\n{result.stdout}"
+        assert block.refused in result.stderr, f"{block.name}:\n{result.stderr}"
+    else:
+        assert result.returncode == 0, f"{block.name}: validate:\n{result.stdout}{result.stderr}"
 
 
 @pytest.mark.parametrize("block", BLOCKS, ids=[block.name for block in BLOCKS])
