@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Final
 
+from dynconf.errors import Refusal
 from dynconf.plugins import hookimpl
 from dynconf.store_http import HttpPolicy
 from dynconf.stores import (
@@ -52,7 +53,7 @@ class EtcdStoreType(StoreTypeBase):
             "(--tls-cert/--tls-key), or both"
         )
 
-    def store_refusals(self, spec: StoreSpec) -> list[str]:
+    def store_refusals(self, spec: StoreSpec) -> list[Refusal]:
         return spec_refusals(spec)
 
     def describe(self, spec: StoreSpec) -> str:
