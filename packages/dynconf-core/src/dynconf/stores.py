@@ -853,7 +853,8 @@ class StoreTypeBase:
         return bool(getattr(spec, need, None))
 
     def credential_hint(self) -> str:
-        """Where this store's credentials come from, for refusals (override per store)."""
+        """Where this store's credentials come from, for a refusal's fix (override per store;
+        name inputs with :class:`Refusal` marks, ``{field:auth_username}``)."""
         return "its endpoint and the environment"
 
     def store_refusals(self, spec: StoreSpec) -> Sequence[Refusal]:

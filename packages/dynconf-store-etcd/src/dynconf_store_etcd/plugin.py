@@ -49,8 +49,8 @@ class EtcdStoreType(StoreTypeBase):
 
     def credential_hint(self) -> str:
         return (
-            "--auth-username with the password Secret, a client certificate "
-            "(--tls-cert/--tls-key), or both"
+            "{field:auth_username} with the password Secret, a client certificate "
+            "({field:tls.cert_file+tls.key_file}), or both"
         )
 
     def store_refusals(self, spec: StoreSpec) -> list[Refusal]:

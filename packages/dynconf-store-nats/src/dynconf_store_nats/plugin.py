@@ -149,7 +149,7 @@ class NatsStoreType(StoreTypeBase):
     default_auth = None
 
     def credential_hint(self) -> str:
-        return "a .creds file (--auth-token-path), else the token, else none"
+        return "a .creds file ({field:auth_token_path}), else the token, else none"
 
     def store_refusals(self, spec: StoreSpec) -> list[Refusal]:
         refusals = server_refusals(spec.endpoint)
