@@ -194,3 +194,16 @@ def test_top_level_kubernetes_refusals_name_its_own_spelling(config_dir):
     with pytest.raises(SettingsError) as caught:
         load_settings(config_dir.write("server.toml", text))
     assert any(r.startswith("kubernetes.grants[0].service_account") for r in caught.value.reasons)
+
+
+def test_a_store_refusal_names_the_settings_key_that_sets_the_input(config_dir):
+    raw = base_settings(config_dir)
+    store = {"source": "consul", "endpoint": "http://c:8500", "key": "a.json", "auth_role": "r"}
+    raw["server"]["sections"][0].update(stores=[store])
+
+    found = refusals(raw, config_dir.root)
+
+    assert any(
+        "consul takes no server.sections[0].stores[0].auth_role: its login names" in reason
+        for reason in found
+    ), found

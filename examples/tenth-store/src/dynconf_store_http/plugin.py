@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 from dynconf.errors import Refusal
 from dynconf.plugins import hookimpl
 from dynconf.stores import (
+    SETTING,
     AuthMethod,
     StoreSpec,
     StoreType,
@@ -92,7 +93,7 @@ class HttpStoreType(StoreTypeBase):
         if "@" in parts.netloc:
             refusals.append(
                 Refusal("endpoint", f"the http {{field}} {shown} carries credentials",
-                        "remove them and use --auth basic with DYNAMIC_CONFIG_AGENT_PASSWORD")
+                        "remove them and use {field:auth=basic} with {field:password}")
             )  # fmt: skip
         if parts.query or parts.fragment:
             refusals.append(
@@ -101,8 +102,9 @@ class HttpStoreType(StoreTypeBase):
             )  # fmt: skip
         if parts.scheme == "http" and spec.tls.configured:
             refusals.append(
-                Refusal("endpoint", "TLS settings (--ca, --tls-cert/--tls-key, --tls-skip-verify) "
-                        "need an https:// {field}", "change the scheme or remove them")
+                Refusal("endpoint", "TLS settings ({field:tls.ca_file}, "
+                        "{field:tls.cert_file+tls.key_file}, {field:tls.skip_verify}) need an "
+                        "https:// {field}", "change the scheme or remove them")
             )  # fmt: skip
         if spec.tls.server_name:
             refusals.append(
@@ -122,24 +124,24 @@ class HttpStoreType(StoreTypeBase):
             refusals.append(Refusal("auth_username", "http auth basic needs {field}"))
         if method != "token" and spec.token:
             refusals.append(
-                Refusal("token", f"--auth {method} sends no token, but {{field}} is set",
-                        "use --auth token")
+                Refusal("token", f"{{field:auth={method}}} sends no token, but {{field}} is set",
+                        "use {field:auth=token}")
             )  # fmt: skip
         if method != "basic" and spec.password:
             refusals.append(
-                Refusal("password", f"--auth {method} sends no password, but {{field}} is set",
-                        "use --auth basic")
+                Refusal("password", f"{{field:auth={method}}} sends no password, but {{field}} "
+                        "is set", "use {field:auth=basic}")
             )  # fmt: skip
         for name in ("auth_mount", "auth_role", "auth_token_path"):
             if getattr(spec, name):
                 refusals.append(Refusal(name, "http takes no {field}", "remove it"))
         if spec.auth_username and method != "basic":
             refusals.append(
-                Refusal("auth_username", "{field} belongs to --auth basic",
+                Refusal("auth_username", "{field} belongs to {field:auth=basic}",
                         "add it or remove the name")
             )  # fmt: skip
         refusals.extend(
-            Refusal(None, f"{name} is not an http setting", "http takes no settings")
+            Refusal(f"{SETTING}{name}", "{field} is not an http setting", "http takes no settings")
             for name in sorted(spec.extra)
         )
         if spec.timeout is not None and spec.timeout <= 0:

@@ -11,10 +11,11 @@ names, paths, line numbers and rules only. ``str(error)`` is therefore safe to l
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import ClassVar
+from typing import ClassVar, Final
 
 __all__ = [
     "AuthError",
@@ -38,31 +39,54 @@ __all__ = [
 ]
 
 
+_MARK: Final = re.compile(r"\{field(?::([a-z_.+]+)(?:=([a-z0-9-]+))?)?\}")
+"""``{field}``, ``{field:auth}``, ``{field:auth=jwt}`` or ``{field:a+b}``: where names go."""
+
+
 @dataclass(frozen=True, slots=True)
 class Refusal:
     """Why a store spec is refused, as data: which input, what is wrong with it, the fix.
 
     ``field`` names the input in the engine's own words (a :class:`~dynconf.stores.StoreSpec`
-    field: ``auth_role``, ``token``, ``tls.cert_file``), or is ``None`` when the refusal is
-    about the spec as a whole. Each front end renders it in its own vocabulary — the agent's
-    flag (``--auth-role``), the annotation (``dynamic-config.rs/auth-role``), a CSI attribute,
-    a TOML key, a Python keyword — by passing its ``spell`` to :meth:`render`, so a front end
-    never rewrites another's sentence. ``problem`` is a phrase in which ``{field}`` marks
-    where the input's name goes (at the front when it has no mark); it carries no credential
-    and no document value.
+    field: ``auth_role``, ``token``, ``tls.cert_file``; a setting as ``extra.<name>``), or is
+    ``None`` when the refusal is about the spec as a whole. Admission decides by ``field``
+    alone (never by the words), so rewording a problem cannot change what is accepted.
+
+    Each front end renders it in its own vocabulary — the agent's flag (``--auth-role``),
+    the annotation (``dynamic-config.rs/auth-role``), a CSI attribute, a TOML key, a Python
+    keyword — by passing its ``spell`` to :meth:`render`, so a front end never rewrites
+    another's sentence. In ``problem`` and ``fix``, ``{field}`` marks where the input's name
+    goes (at the front when there is no mark), ``{field:auth}`` where another input's name
+    goes, ``{field:auth=jwt}`` an input set to a value (``--auth jwt``, ``auth="jwt"``) and
+    ``{field:tls.cert_file+tls.key_file}`` inputs given together (said once where one name
+    sets both, as the ``tls-secret`` annotation does).
+    ``words`` says the problem already names its field in plain words (``the vault
+    endpoint``), so no spelling is put in front. Neither text carries a credential or a
+    document value.
     """
 
     field: str | None
     problem: str
     fix: str = ""
+    words: bool = False
 
     def render(self, spell: Callable[[str], str]) -> str:
-        """The one sentence, with the field spelled by ``spell``."""
-        text = self.problem
-        if self.field is not None:
-            name = spell(self.field)
-            text = text.replace("{field}", name) if "{field}" in text else f"{name} {text}"
-        return f"{text}; {self.fix}" if self.fix else text
+        """The one sentence, with every input spelled by ``spell``."""
+
+        def mark(match: re.Match[str]) -> str:
+            name, value = match.group(1) or self.field, match.group(2)
+            if name is None:
+                return match.group(0)
+            spelled = " and ".join(dict.fromkeys(spell(part) for part in name.split("+")))
+            if value is None:
+                return spelled
+            return f'{spelled}"{value}"' if spelled.endswith("=") else f"{spelled} {value}"
+
+        text = _MARK.sub(mark, self.problem)
+        if self.field is not None and not self.words and "{field}" not in self.problem:
+            text = f"{spell(self.field)} {text}"
+        fix = _MARK.sub(mark, self.fix)
+        return f"{text}; {fix}" if fix else text
 
 
 class ErrorKind(StrEnum):

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Final
 
-from dynconf.errors import IoError, Origin, RemoteError
+from dynconf.errors import IoError, Origin, Refusal, RemoteError
 from dynconf.stores import (
     ABSENT,
     Absent,
@@ -129,24 +129,31 @@ class FileStoreType(StoreTypeBase):
     def credential_hint(self) -> str:
         return "the filesystem's permissions"
 
-    def store_refusals(self, spec: StoreSpec) -> list[str]:
-        refusals: list[str] = []
+    def store_refusals(self, spec: StoreSpec) -> list[Refusal]:
+        refusals: list[Refusal] = []
         if not spec.key:
-            refusals.append("the file store needs --key: the path of the document")
+            refusals.append(Refusal("key", "the file store needs {field}",
+                                    "the path of the document"))  # fmt: skip
         elif format_from_key(spec.key) is None and "format" not in spec.extra:
             refusals.append(
-                f"the key {spec.key} has no extension naming a format; name the file "
-                "with .json, .toml, .yaml, .ini, .properties or .env"
-            )
+                Refusal("key", f"the key {spec.key} has no extension naming a format",
+                        "name the file with .json, .toml, .yaml, .ini, .properties or .env",
+                        words=True)
+            )  # fmt: skip
         if spec.endpoint and spec.key:
             key = Path(spec.key)
             if key.is_absolute() or ".." in key.parts:
                 refusals.append(
-                    "with an endpoint (a base directory) the key must be a relative path "
-                    "without `..`; name a file inside the directory"
-                )
+                    Refusal("key", "with an endpoint (a base directory) the key must be a "
+                            "relative path without `..`", "name a file inside the directory",
+                            words=True)
+                )  # fmt: skip
         if spec.tls.configured:
-            refusals.append("the file store takes no TLS settings; remove --ca/--tls-*")
+            refusals.append(
+                Refusal("tls", "the file store takes no TLS settings",
+                        "remove {field:tls.ca_file}/{field:tls.cert_file+tls.key_file}",
+                        words=True)
+            )  # fmt: skip
         return refusals
 
     def describe(self, spec: StoreSpec) -> str:

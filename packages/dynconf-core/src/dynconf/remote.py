@@ -23,7 +23,7 @@ import importlib
 import re
 from collections.abc import AsyncIterator, Callable, Iterator
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, ClassVar, Final
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from dynconf.errors import BackendError, Origin
 from dynconf.stores import (
@@ -35,6 +35,7 @@ from dynconf.stores import (
     StoreSpec,
     StoreType,
     WatchCapability,
+    keyword_spelling,
 )
 
 __all__ = [
@@ -46,7 +47,6 @@ __all__ = [
     "RemoteSource",
     "StoreSource",
     "format_enum",
-    "in_keywords",
 ]
 
 if TYPE_CHECKING:
@@ -72,54 +72,6 @@ def format_enum() -> type[StrEnum]:
     return _FORMATS[names]
 
 
-# --------------------------------------------------------------------------- refusals
-_KEYWORDS: Final = (
-    # the agent's spelling → the constructor keyword (longest first)
-    ("a token (DYNAMIC_CONFIG_AGENT_TOKEN)", "token="),
-    ("a password (DYNAMIC_CONFIG_AGENT_PASSWORD)", "password="),
-    ("DYNAMIC_CONFIG_AGENT_TOKEN", "token="),
-    ("DYNAMIC_CONFIG_AGENT_PASSWORD", "password="),
-    ("--auth-token-path", "auth_token_path="),
-    ("--auth-username", "auth_username="),
-    ("--auth-mount", "auth_mount="),
-    ("--auth-role", "auth_role="),
-    ("--tls-server-name", "tls=TlsSettings(server_name=)"),
-    ("--tls-skip-verify", "tls=TlsSettings(skip_verify=True)"),
-    ("--tls-cert", "tls=TlsSettings(cert_file=)"),
-    ("--tls-key", "tls=TlsSettings(key_file=)"),
-    ("--endpoint", "endpoint="),
-    ("--namespace", "namespace="),
-    ("--section", "section="),
-    ("--timeout", "timeout="),
-    ("--dynamic", "dynamic=True"),
-    ("--api-url", "api_url="),
-    ("--ssh-key", "ssh_key="),
-    ("--auth", "auth="),
-    ("--key", "key="),
-    ("--ref", "ref="),
-    ("--ca", "tls=TlsSettings(ca_file=)"),
-)
-_METHOD: Final = re.compile(r"--auth ([a-z][a-z-]*)\b")
-_FLAG: Final = re.compile(
-    "|".join(
-        (re.escape(flag) + r"(?![\w-])" if flag.startswith("--") else re.escape(flag))
-        for flag, _ in _KEYWORDS
-    )
-)
-_KEYWORD_OF: Final = dict(_KEYWORDS)
-
-
-def in_keywords(refusal: str) -> str:
-    """A store type's refusal with each agent flag spelled as the constructor keyword.
-
-    The store type's ``validate`` is the one home of its rules; this only changes the
-    vocabulary (``--auth-mount`` → ``auth_mount=``, ``--auth jwt`` → ``auth="jwt"``), as
-    the webhook renders the same refusals with annotation names.
-    """
-    named = _METHOD.sub(lambda match: f'auth="{match.group(1)}"', refusal)
-    return _FLAG.sub(lambda match: _KEYWORD_OF[match.group(0)], named)
-
-
 def settings(**values: str | float | None) -> dict[str, str]:
     """A spec's ``extra`` from keyword arguments: the ones given, as text."""
     return {name: str(value) for name, value in values.items() if value is not None}
@@ -141,10 +93,10 @@ class _Built:
         self._store_type = default_registry().store(spec.source)
         self._spec = spec
         self.description = self._store_type.describe(spec)
-        refusals = self._store_type.validate(spec)
+        refusals = self._store_type.refusals(spec)
         if refusals:
             raise BackendError(
-                "; ".join(in_keywords(r) for r in refusals),
+                "; ".join(refusal.render(keyword_spelling) for refusal in refusals),
                 origin=Origin.remote(self.description),
             )
         self.capability = self._store_type.capability

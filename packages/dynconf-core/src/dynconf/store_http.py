@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 from urllib.parse import urljoin, urlsplit
 
-from dynconf.errors import Origin, RemoteError
+from dynconf.errors import Origin, Refusal, RemoteError
 
 if TYPE_CHECKING:
     import requests
@@ -91,15 +91,16 @@ class HttpPolicy:
         )
 
 
-def http_setting_refusals(store: str, settings: Mapping[str, str]) -> list[str]:
+def http_setting_refusals(store: str, settings: Mapping[str, str]) -> list[Refusal]:
     """Refusals for a ``follow_redirects`` / ``use_proxy`` value that is not a yes or a no."""
-    refusals: list[str] = []
+    refusals: list[Refusal] = []
     for name in HTTP_SETTINGS:
         value = settings.get(name)
         if value is not None and value.strip().lower() not in _TRUE | _FALSE:
             refusals.append(
-                f"{name} for {store} must be true or false; leave it out to keep the default (off)"
-            )
+                Refusal(f"extra.{name}", f"{{field}} for {store} must be true or false",
+                        "leave it out to keep the default (off)")
+            )  # fmt: skip
     return refusals
 
 

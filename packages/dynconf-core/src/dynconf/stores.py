@@ -54,6 +54,8 @@ __all__ = [
     "Lease",
     "Pace",
     "RemoteSource",
+    "SETTING",
+    "TLS_INPUTS",
     "SourceSupport",
     "COMMON_INPUTS",
     "StoreInput",
@@ -383,20 +385,25 @@ class TlsSettings:
             self.skip_verify
         )
 
-    def problems(self) -> list[str]:
+    def problems(self) -> list[Refusal]:
         """Refusals for combinations no client can honour."""
-        out: list[str] = []
+        out: list[Refusal] = []
         if self.cert_file and not self.key_file:
             out.append(
-                "--tls-cert needs --tls-key: a client certificate is useless without its key"
-            )
+                Refusal("tls.key_file", "{field:tls.cert_file} needs {field}: a client "
+                        "certificate is useless without its key", words=True)
+            )  # fmt: skip
         if self.key_file and not self.cert_file:
-            out.append("--tls-key needs --tls-cert: name the certificate the key belongs to")
+            out.append(
+                Refusal("tls.cert_file", "{field:tls.key_file} needs {field}", "name the "
+                        "certificate the key belongs to", words=True)
+            )  # fmt: skip
         if self.skip_verify and self.ca_file:
             out.append(
-                "--tls-skip-verify and --ca contradict each other: keep --ca to verify the "
-                "store against the private CA"
-            )
+                Refusal("tls.skip_verify", "{field} and {field:tls.ca_file} contradict each "
+                        "other", "keep {field:tls.ca_file} to verify the store against the "
+                        "private CA")
+            )  # fmt: skip
         return out
 
     def trust_files(self) -> list[str]:
@@ -545,7 +552,7 @@ def format_from_key(key: str) -> str | None:
 
 def format_refusals(
     store: str, key: str, chosen: str | None, *, noun: str = "key", example: str = "json"
-) -> list[str]:
+) -> list[Refusal]:
     """The refusals of a store document's format: the key's extension or ``format=``.
 
     Every store that reads one document from a key names its format the same way, with the
@@ -560,14 +567,16 @@ def format_refusals(
         extensions = [f".{ext}" for fmt in registry.formats.values() for ext in fmt.extensions[:1]]
         listed = ", ".join(extensions[:-1]) + f" or {extensions[-1]}"
         return [
-            f"the {store} key {key} has no extension naming the stored format; name the "
-            f"{noun} with {listed}, or set the format setting (format={example})"
-        ]
+            Refusal("key", f"the {store} key {key} has no extension naming the stored format",
+                    f"name the {noun} with {listed}, or set the format setting "
+                    f"(format={example})", words=True)
+        ]  # fmt: skip
     if chosen.lower() not in registry.formats:
         return [
-            f"format={chosen} is not a format {store} documents can be stored in; use one of: "
-            f"{', '.join(registry.formats)}"
-        ]
+            Refusal(f"{SETTING}format", f"format={chosen} is not a format {store} documents "
+                    "can be stored in", f"use one of: {', '.join(registry.formats)}",
+                    words=True)
+        ]  # fmt: skip
     return []
 
 
@@ -710,7 +719,7 @@ taken only by the stores whose ``inputs`` declare it."""
 _FLAG_SPELLING: Final = {
     "token": "a token (DYNAMIC_CONFIG_AGENT_TOKEN)",
     "password": "a password (DYNAMIC_CONFIG_AGENT_PASSWORD)",
-    "tls.cert_file": "--tls-cert and --tls-key",
+    "tls.cert_file": "--tls-cert",
     "tls.key_file": "--tls-key",
     "tls.ca_file": "--ca",
     "tls.server_name": "--tls-server-name",
@@ -723,8 +732,21 @@ _KEYWORD_SPELLING: Final = {
 }
 
 
+TLS_INPUTS: Final = (
+    "{field:tls.ca_file}, {field:tls.cert_file+tls.key_file}, {field:tls.server_name}, "
+    "{field:tls.skip_verify}"
+)
+"""Every TLS input, marked for :meth:`Refusal.render` (``--ca, --tls-cert and --tls-key, …``)."""
+
+SETTING: Final = "extra."
+"""How a refusal's ``field`` names a store setting (a key of ``StoreSpec.extra``):
+``extra.datacenter``. Settings have no flag or annotation; every vocabulary says the name."""
+
+
 def flag_spelling(field_name: str) -> str:
     """An input as the agent's command line (and environment) spells it: ``--auth-role``."""
+    if field_name.startswith(SETTING):
+        return field_name.removeprefix(SETTING)
     return _FLAG_SPELLING.get(field_name) or "--" + field_name.replace("_", "-")
 
 
@@ -732,12 +754,15 @@ def keyword_spelling(field_name: str) -> str:
     """An input as a Python constructor spells it: ``auth_role=``, ``tls=TlsSettings(ca_file=)``."""
     if field_name.startswith("tls."):
         return f"tls=TlsSettings({field_name.removeprefix('tls.')}=)"
+    if field_name.startswith(SETTING):
+        return f"{field_name.removeprefix(SETTING)}="
     return _KEYWORD_SPELLING.get(field_name) or f"{field_name}="
 
 
 def toml_spelling(field_name: str) -> str:
-    """An input as a TOML ``[remote]`` table spells it: the field's own name."""
-    return field_name
+    """An input as a TOML ``[remote]`` table spells it: the field's own name (a setting's own
+    key)."""
+    return field_name.removeprefix(SETTING)
 
 
 def _declares(store: StoreType | StoreTypeBase, name: str) -> bool:
@@ -769,13 +794,15 @@ class StoreTypeBase:
     def refusals(self, spec: StoreSpec) -> list[Refusal]:
         """Every refusal as data; each front end renders the field in its own vocabulary.
 
-        A store's own :meth:`store_refusals` may still answer sentences (``field`` ``None``).
+        The base rules, then the store's own (:meth:`store_refusals`): one list, one type.
         """
-        out = [*self._foreign_inputs(spec), *self._method_refusals(spec)]
-        loose = [*spec.tls.problems(), *http_setting_refusals(self.name, spec.extra)]
-        for item in (*loose, *self.store_refusals(spec)):
-            out.append(item if isinstance(item, Refusal) else Refusal(None, item))
-        return out
+        return [
+            *self._foreign_inputs(spec),
+            *self._method_refusals(spec),
+            *spec.tls.problems(),
+            *http_setting_refusals(self.name, spec.extra),
+            *self.store_refusals(spec),
+        ]
 
     def _foreign_inputs(self, spec: StoreSpec) -> list[Refusal]:
         from dynconf.plugins import default_registry  # plugins imports this module
@@ -812,7 +839,11 @@ class StoreTypeBase:
         if method is not None:
             for need in method.needs:
                 if not self._has(spec, need):
-                    out.append(Refusal(need, f"{self.name} auth {method.name} needs {{field}}"))
+                    both = "{field:tls.cert_file+tls.key_file}" if need == "tls.cert_file" else ""
+                    out.append(
+                        Refusal(need, f"{self.name} auth {method.name} needs {both or '{field}'}",
+                                words=bool(both))
+                    )  # fmt: skip
         return out
 
     @staticmethod
@@ -822,11 +853,13 @@ class StoreTypeBase:
         return bool(getattr(spec, need, None))
 
     def credential_hint(self) -> str:
-        """Where this store's credentials come from, for refusals (override per store)."""
+        """Where this store's credentials come from, for a refusal's fix (override per store;
+        name inputs with :class:`Refusal` marks, ``{field:auth_username}``)."""
         return "its endpoint and the environment"
 
-    def store_refusals(self, spec: StoreSpec) -> Sequence[str | Refusal]:
-        """The store's own rules (key shape, URL scheme, TLS it cannot honour)."""
+    def store_refusals(self, spec: StoreSpec) -> Sequence[Refusal]:
+        """The store's own rules (key shape, URL scheme, TLS it cannot honour), as data: each
+        names the :class:`StoreSpec` field it is about, which is what admission decides by."""
         return []
 
     def describe(self, spec: StoreSpec) -> str:

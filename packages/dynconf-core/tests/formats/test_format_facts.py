@@ -15,7 +15,7 @@ import pytest
 from dynconf import DynamicConfig
 from dynconf.formats import BUILTIN_FORMATS
 from dynconf.plugins import FormatType, Registry, reset_default_registry, use_registry
-from dynconf.stores import format_from_key, format_refusals
+from dynconf.stores import flag_spelling, format_from_key, format_refusals
 
 JSON5ISH = FormatType(
     name="jsonish", extensions=("jsonish",), parse=lambda text, origin: json.loads(text)
@@ -61,7 +61,8 @@ def test_a_store_key_names_a_plugin_format(registry_with_plugin_format: Registry
 def test_a_format_no_plugin_provides_is_refused_with_the_installed_ones(
     registry_with_plugin_format: Registry,
 ) -> None:
-    [refusal] = format_refusals("s3", "prod/app.json", "hcl", noun="object")
+    [data] = format_refusals("s3", "prod/app.json", "hcl", noun="object")
+    refusal = data.render(flag_spelling)
 
     assert refusal.startswith("format=hcl is not a format s3 documents can be stored in")
     assert refusal.endswith("json, toml, yaml, ini, properties, env, jsonish")

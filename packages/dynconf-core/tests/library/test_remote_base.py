@@ -210,12 +210,15 @@ def test_a_fork_after_init_with_a_remote_follower_can_follow_again() -> None:
 
 
 def test_refusals_are_spelled_with_constructor_keywords() -> None:
-    from dynconf.remote import in_keywords
+    from dynconf.errors import Refusal
+    from dynconf.stores import keyword_spelling
 
-    said = in_keywords(
-        "--auth-mount names a consul auth method; add --auth kubernetes or --auth jwt, or "
-        "remove it; auth userpass needs a password (DYNAMIC_CONFIG_AGENT_PASSWORD)"
-    )
+    refusals = [
+        Refusal("auth_mount", "{field} names a consul auth method",
+                "add {field:auth=kubernetes} or {field:auth=jwt}, or remove it"),
+        Refusal("password", "auth userpass needs {field}"),
+    ]  # fmt: skip
+    said = "; ".join(refusal.render(keyword_spelling) for refusal in refusals)
     assert said == (
         'auth_mount= names a consul auth method; add auth="kubernetes" or auth="jwt", or '
         "remove it; auth userpass needs password="

@@ -13,7 +13,7 @@ from dynconf.store_http import (
     origin_of,
     redirect_refusal,
 )
-from dynconf.stores import WATCH_FLOOR, Pace
+from dynconf.stores import WATCH_FLOOR, Pace, flag_spelling
 
 
 def test_no_wait_is_shorter_than_the_floor_even_for_a_zero_interval() -> None:
@@ -54,7 +54,9 @@ def test_http_settings_read_as_a_policy(settings: dict[str, str], policy: HttpPo
 
 
 def test_an_unreadable_http_setting_is_refused_naming_it() -> None:
-    assert http_setting_refusals("vault", {"use_proxy": "sometimes"}) == [
+    refusals = http_setting_refusals("vault", {"use_proxy": "sometimes"})
+    assert [r.field for r in refusals] == ["extra.use_proxy"]
+    assert [r.render(flag_spelling) for r in refusals] == [
         "use_proxy for vault must be true or false; leave it out to keep the default (off)"
     ]
 

@@ -321,7 +321,7 @@ def test_a_missing_required_attribute_is_named(node: Node, missing: str) -> None
         ({"mode": "sidecar"}, 'the volume attribute "mode" is not taken here'),
         ({"metrics-port": "9110"}, "one endpoint for the node"),
         ({"colour": "blue"}, 'the volume attribute "colour" is unknown'),
-        ({"ref": "main"}, "--ref is git's; remove it for a redis source"),
+        ({"ref": "main"}, 'the volume attribute "ref" is git\'s; remove it for a redis source'),
         ({"file-mode": "1777"}, 'the volume attribute "file-mode": 1777 is past 0777'),
         ({"watch-seconds": "soon"}, 'the volume attribute "watch-seconds" is not a whole number'),
         (

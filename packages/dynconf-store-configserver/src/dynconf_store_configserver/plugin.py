@@ -10,9 +10,12 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Final
 from urllib.parse import urlsplit
 
+from dynconf.errors import Refusal
 from dynconf.plugins import hookimpl
 from dynconf.store_http import HTTP_SETTINGS, HttpPolicy
 from dynconf.stores import (
+    SETTING,
+    TLS_INPUTS,
     AuthMethod,
     StoreSpec,
     StoreType,
@@ -44,30 +47,33 @@ AUTH_METHODS: Final[Mapping[str, AuthMethod]] = {
 }
 
 
-def _endpoint_refusal(endpoint: str) -> str | None:
+def _endpoint_refusal(endpoint: str) -> Refusal | None:
     shown = redact_url(endpoint, lone_is_username=True)
     if not endpoint:
-        return (
-            "config-server needs --endpoint (or DYNAMIC_CONFIG_AGENT_ENDPOINT): the server's "
-            "URL, e.g. http://config-server.infra.svc:8888"
-        )
+        return Refusal("endpoint", "config-server needs {field} (or "
+                       "DYNAMIC_CONFIG_AGENT_ENDPOINT)", "the server's URL, e.g. "
+                       "http://config-server.infra.svc:8888")  # fmt: skip
     scheme, sep, rest = endpoint.partition("://")
     if not sep or scheme.lower() not in ("http", "https"):
-        return f"the config-server endpoint {shown} needs an http:// or https:// scheme"
+        return Refusal("endpoint", f"the config-server endpoint {shown} needs an http:// or "
+                       "https:// scheme", "e.g. http://config-server.infra.svc:8888",
+                       words=True)  # fmt: skip
     if "@" in rest.split("/", 1)[0]:
-        return (
-            f"the config-server endpoint {shown} carries credentials; remove them and pass "
-            "the client token as the token (DYNAMIC_CONFIG_AGENT_TOKEN)"
-        )
+        return Refusal("endpoint", f"the config-server endpoint {shown} carries credentials",
+                       "remove them and pass the client token as {field:token}",
+                       words=True)  # fmt: skip
     try:
         parts = urlsplit(endpoint)
         _ = parts.port
     except ValueError:
-        return f"the config-server endpoint {shown} does not parse as a URL"
+        return Refusal("endpoint", f"the config-server endpoint {shown} does not parse as a "
+                       "URL", "write scheme://host:port", words=True)  # fmt: skip
     if not parts.hostname:
-        return f"the config-server endpoint {shown} names no host"
+        return Refusal("endpoint", f"the config-server endpoint {shown} names no host",
+                       "write scheme://host:port", words=True)  # fmt: skip
     if parts.query or parts.fragment:
-        return f"the config-server endpoint {shown} has a query or fragment; remove it"
+        return Refusal("endpoint", f"the config-server endpoint {shown} has a query or "
+                       "fragment", "remove it", words=True)  # fmt: skip
     return None
 
 
@@ -85,54 +91,57 @@ class ConfigServerStoreType(StoreTypeBase):
     def credential_hint(self) -> str:
         return "a client token or the pod's service-account token"
 
-    def store_refusals(self, spec: StoreSpec) -> list[str]:
-        refusals: list[str] = []
+    def store_refusals(self, spec: StoreSpec) -> list[Refusal]:
+        refusals: list[Refusal] = []
         problem = _endpoint_refusal(spec.endpoint)
         if problem:
             refusals.append(problem)
         elif spec.endpoint.lower().startswith("http://") and spec.tls.configured:
             refusals.append(
-                "TLS settings (--ca, --tls-cert/--tls-key, --tls-server-name, "
-                "--tls-skip-verify) need an https:// config-server endpoint; change the "
-                "scheme or remove them"
-            )
+                Refusal("tls", f"TLS settings ({TLS_INPUTS}) need an https:// config-server "
+                        "endpoint", "change the scheme or remove them", words=True)
+            )  # fmt: skip
         application, slash, profile = spec.key.strip("/").partition("/")
         if not slash or not is_name(application) or not is_name(profile):
             refusals.append(
-                f"the config-server key {spec.key} is not <application>/<profile>; write two "
-                "names of letters, digits, `.`, `_`, `-`, e.g. billing/prod"
-            )
+                Refusal("key", f"the config-server key {spec.key} is not "
+                        "<application>/<profile>", "write two names of letters, digits, `.`, "
+                        "`_`, `-`, e.g. billing/prod", words=True)
+            )  # fmt: skip
         method = spec.auth or "none"
         if spec.auth == "none" and spec.token:
             refusals.append(
-                "--auth none sends no token, but a token is set; use --auth token, or remove it"
-            )
+                Refusal("token", "{field:auth=none} sends no token, but a token is set",
+                        "use {field:auth=token}, or remove it", words=True)
+            )  # fmt: skip
         if method == "kubernetes" and spec.token:
             refusals.append(
-                "--auth kubernetes presents the service-account token file, but a token is "
-                "set; remove it, or use --auth token"
-            )
+                Refusal("token", "{field:auth=kubernetes} presents the service-account token "
+                        "file, but a token is set", "remove it, or use {field:auth=token}",
+                        words=True)
+            )  # fmt: skip
         if spec.auth_token_path and method != "kubernetes":
             refusals.append(
-                "--auth-token-path is where --auth kubernetes reads the service-account "
-                "token; add --auth kubernetes or remove it"
-            )
-        for flag, present in (
-            ("--auth-mount", spec.auth_mount),
-            ("--auth-role", spec.auth_role),
-            ("--auth-username", spec.auth_username),
-        ):
-            if present:
-                refusals.append(f"config-server takes no {flag}; remove it")
+                Refusal("auth_token_path", "{field} is where {field:auth=kubernetes} reads the "
+                        "service-account token", "add {field:auth=kubernetes} or remove it")
+            )  # fmt: skip
+        for name in ("auth_mount", "auth_role", "auth_username"):
+            if getattr(spec, name):
+                refusals.append(Refusal(name, "config-server takes no {field}", "remove it"))
         if spec.password:
-            refusals.append("config-server takes no password; remove DYNAMIC_CONFIG_AGENT_PASSWORD")
+            refusals.append(Refusal("password", "config-server takes no password",
+                                    "remove {field}", words=True))  # fmt: skip
         refusals.extend(
-            f"{name} is not a config-server setting; use one of: {', '.join(HTTP_SETTINGS)}"
+            Refusal(f"{SETTING}{name}", "{field} is not a config-server setting",
+                    f"use one of: {', '.join(HTTP_SETTINGS)}")
             for name in sorted(spec.extra)
             if name not in HTTP_SETTINGS
-        )
+        )  # fmt: skip
         if spec.timeout is not None and spec.timeout <= 0:
-            refusals.append("--timeout must be a positive number of seconds for config-server")
+            refusals.append(
+                Refusal("timeout", "{field} must be a positive number of seconds for "
+                        "config-server")
+            )  # fmt: skip
         return refusals
 
     def describe(self, spec: StoreSpec) -> str:

@@ -11,9 +11,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Final
 
+from dynconf.errors import Refusal
 from dynconf.plugins import hookimpl
 from dynconf.store_http import HTTP_SETTINGS, HttpPolicy
 from dynconf.stores import (
+    SETTING,
+    TLS_INPUTS,
     AuthMethod,
     StoreInput,
     StoreSpec,
@@ -85,98 +88,106 @@ class ConsulStoreType(StoreTypeBase):
     def credential_hint(self) -> str:
         return "an ACL token or an auth-method login"
 
-    def store_refusals(self, spec: StoreSpec) -> list[str]:
+    def store_refusals(self, spec: StoreSpec) -> list[Refusal]:
         from dynconf_store_consul.transport import parse_endpoint
 
-        refusals: list[str] = []
+        refusals: list[Refusal] = []
         endpoint = parse_endpoint(spec.endpoint)
-        if isinstance(endpoint, str):
+        if isinstance(endpoint, Refusal):
             refusals.append(endpoint)
         elif endpoint.scheme == "http" and spec.tls.configured:
             refusals.append(
-                "TLS settings (--ca, --tls-cert/--tls-key, --tls-server-name, "
-                "--tls-skip-verify) need an https:// consul endpoint; change the scheme or "
-                "remove them"
-            )
+                Refusal("tls", f"TLS settings ({TLS_INPUTS}) need an https:// consul endpoint",
+                        "change the scheme or remove them", words=True)
+            )  # fmt: skip
         for each in spec.keys or (spec.key,):
             refusals.extend(self._key_refusals(replace(spec, key=each)))
         if len(spec.keys) > MAX_TXN_KEYS:
             refusals.append(
-                f"consul reads at most {MAX_TXN_KEYS} keys in one transaction; "
-                f"{len(spec.keys)} were given: merge some documents in the store"
-            )
+                Refusal("keys", f"consul reads at most {MAX_TXN_KEYS} keys in one transaction; "
+                        f"{len(spec.keys)} were given", "merge some documents in the store",
+                        words=True)
+            )  # fmt: skip
         refusals.extend(self._setting_refusals(spec))
         refusals.extend(self._auth_refusals(spec))
         if spec.timeout is not None and spec.timeout <= 0:
-            refusals.append("--timeout must be a positive number of seconds for consul")
+            refusals.append(
+                Refusal("timeout", "{field} must be a positive number of seconds for consul")
+            )
         return refusals
 
     @staticmethod
-    def _key_refusals(spec: StoreSpec) -> list[str]:
+    def _key_refusals(spec: StoreSpec) -> list[Refusal]:
         key = spec.key.lstrip("/")
         if not key:
-            return ["consul needs --key: a KV path with an extension, e.g. myapp/config.json"]
+            return [Refusal("key", "consul needs {field}",
+                            "a KV path with an extension, e.g. myapp/config.json")]  # fmt: skip
         if key.endswith("/"):
             return [
-                f"the consul key {spec.key} is a folder; name one key holding the document, "
-                "e.g. myapp/config.json"
-            ]
+                Refusal("key", f"the consul key {spec.key} is a folder", "name one key holding "
+                        "the document, e.g. myapp/config.json", words=True)
+            ]  # fmt: skip
         if spec.extra.get("format") is None and format_from_key(key) is not None:
             return []
         return format_refusals("consul", spec.key, spec.extra.get("format"), noun="key")
 
     @staticmethod
-    def _setting_refusals(spec: StoreSpec) -> list[str]:
+    def _setting_refusals(spec: StoreSpec) -> list[Refusal]:
         refusals = [
-            f"{name} is not a consul setting; use one of: {', '.join(SETTINGS)}"
+            Refusal(f"{SETTING}{name}", "{field} is not a consul setting",
+                    f"use one of: {', '.join(SETTINGS)}")
             for name in sorted(spec.extra)
             if name not in SETTINGS
-        ]
+        ]  # fmt: skip
         datacenter = spec.extra.get("datacenter")
         if datacenter is not None and not _DATACENTER.match(datacenter):
             refusals.append(
-                "datacenter must be a Consul datacenter name (letters, digits, `-`, `_`, `.`); "
-                "leave it out to read the agent's own datacenter"
-            )
+                Refusal(f"{SETTING}datacenter", "{field} must be a Consul datacenter name "
+                        "(letters, digits, `-`, `_`, `.`)",
+                        "leave it out to read the agent's own datacenter")
+            )  # fmt: skip
         wait = spec.extra.get("wait")
         if wait is not None and (parse_wait(wait) or 0) < 1:
             refusals.append(
-                f"wait={wait} is not a blocking-query wait of at least 1 s; write seconds "
-                "(60, 60s) or minutes (5m), at most 10m"
-            )
+                Refusal(f"{SETTING}wait", f"wait={wait} is not a blocking-query wait of at "
+                        "least 1 s", "write seconds (60, 60s) or minutes (5m), at most 10m",
+                        words=True)
+            )  # fmt: skip
         return refusals
 
     @staticmethod
-    def _auth_refusals(spec: StoreSpec) -> list[str]:
-        refusals: list[str] = []
+    def _auth_refusals(spec: StoreSpec) -> list[Refusal]:
+        refusals: list[Refusal] = []
         method = spec.auth or "anonymous"
         if spec.auth_role:
             refusals.append(
-                "consul takes no --auth-role: its login names the auth method only; put the "
-                "method's name in --auth-mount and bind roles with a binding rule"
-            )
+                Refusal("auth_role", "consul takes no {field}: its login names the auth method "
+                        "only", "put the method's name in {field:auth_mount} and bind roles "
+                        "with a binding rule")
+            )  # fmt: skip
         if spec.auth_username:
-            refusals.append("consul takes no --auth-username; remove it")
+            refusals.append(Refusal("auth_username", "consul takes no {field}", "remove it"))
         if spec.auth_mount and method not in ("kubernetes", "jwt"):
             refusals.append(
-                "--auth-mount names a consul auth method to log in to; add --auth kubernetes "
-                "or --auth jwt, or remove it"
-            )
+                Refusal("auth_mount", "{field} names a consul auth method to log in to",
+                        "add {field:auth=kubernetes} or {field:auth=jwt}, or remove it")
+            )  # fmt: skip
         if spec.auth_token_path and method != "kubernetes":
             refusals.append(
-                "--auth-token-path is where --auth kubernetes reads the service-account JWT; "
-                "add --auth kubernetes or remove it"
-            )
+                Refusal("auth_token_path", "{field} is where {field:auth=kubernetes} reads the "
+                        "service-account JWT", "add {field:auth=kubernetes} or remove it")
+            )  # fmt: skip
         if spec.auth == "anonymous" and spec.token:
             refusals.append(
-                "--auth anonymous sends no token, but a token is set; use --auth token, or "
-                "remove the token"
-            )
+                Refusal("token", "{field:auth=anonymous} sends no token, but a token is set",
+                        "use {field:auth=token}, or remove the token", words=True)
+            )  # fmt: skip
         if method == "kubernetes" and spec.token:
             refusals.append(
-                "--auth kubernetes logs in with the service-account JWT file, but a token is "
-                "set; remove it, or use --auth jwt to log in with that token"
-            )
+                Refusal("token", "{field:auth=kubernetes} logs in with the service-account JWT "
+                        "file, but a token is set", "remove it, or use {field:auth=jwt} to log "
+                        "in with that token", words=True)
+            )  # fmt: skip
         return refusals
 
     def describe(self, spec: StoreSpec) -> str:
@@ -198,7 +209,7 @@ class ConsulStoreType(StoreTypeBase):
 
         description = self.admit(spec)
         endpoint = parse_endpoint(spec.endpoint)
-        assert not isinstance(endpoint, str)
+        assert not isinstance(endpoint, Refusal)
         key = spec.key.lstrip("/")
         format_name = (spec.extra.get("format") or format_from_key(key) or "").lower()
         credential: Credential

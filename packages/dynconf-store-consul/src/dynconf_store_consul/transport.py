@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Final
 from urllib.parse import urlsplit
 
-from dynconf.errors import Origin, RemoteError
+from dynconf.errors import Origin, Refusal, RemoteError
 from dynconf.store_http import HttpPolicy, store_session
 from dynconf.stores import TlsSettings, redact_url
 
@@ -48,8 +48,8 @@ class Endpoint:
         return f"{self.scheme}://{host}:{self.port}"
 
 
-def parse_endpoint(text: str) -> Endpoint | str:
-    """The endpoint, or a refusal sentence that names the fix (the URL redacted in it).
+def parse_endpoint(text: str) -> Endpoint | Refusal:
+    """The endpoint, or the refusal that names the fix (the URL redacted in it).
 
     The address must be ``http://`` or ``https://`` with a host; the port defaults to the
     scheme's (80/443). A path is refused because the client cannot prefix one, and
@@ -57,33 +57,29 @@ def parse_endpoint(text: str) -> Endpoint | str:
     """
     shown = redact_url(text)
     if not text:
-        return (
-            "consul needs --endpoint (or DYNAMIC_CONFIG_AGENT_ENDPOINT): the agent's "
-            "address, e.g. http://consul.infra.svc:8500"
-        )
+        return Refusal("endpoint", "consul needs {field} (or DYNAMIC_CONFIG_AGENT_ENDPOINT)",
+                       "the agent's address, e.g. http://consul.infra.svc:8500")  # fmt: skip
     scheme, sep, rest = text.partition("://")
     if not sep or scheme.lower() not in _DEFAULT_PORTS:
-        return (
-            f"the consul endpoint {shown} needs an http:// or https:// scheme, e.g. "
-            "http://consul.infra.svc:8500"
-        )
+        return Refusal("endpoint", f"the consul endpoint {shown} needs an http:// or https:// "
+                       "scheme, e.g. http://consul.infra.svc:8500", words=True)  # fmt: skip
     if "@" in rest.split("/", 1)[0]:
-        return (
-            f"the consul endpoint {shown} carries credentials; remove them from the URL and "
-            "pass the ACL token as the token (DYNAMIC_CONFIG_AGENT_TOKEN, --auth token)"
-        )
+        return Refusal("endpoint", f"the consul endpoint {shown} carries credentials",
+                       "remove them from the URL and pass the ACL token as {field:token} "
+                       "({field:auth=token})", words=True)  # fmt: skip
     try:
         parts = urlsplit(text)
         port = parts.port
     except ValueError:
-        return f"the consul endpoint {shown} does not parse as a URL; write scheme://host:port"
+        return Refusal("endpoint", f"the consul endpoint {shown} does not parse as a URL",
+                       "write scheme://host:port", words=True)  # fmt: skip
     if not parts.hostname:
-        return f"the consul endpoint {shown} names no host; write scheme://host:port"
+        return Refusal("endpoint", f"the consul endpoint {shown} names no host",
+                       "write scheme://host:port", words=True)  # fmt: skip
     if parts.path not in ("", "/") or parts.query or parts.fragment:
-        return (
-            f"the consul endpoint {shown} has a path or query; the client speaks to the "
-            "agent's root, so give only scheme://host:port"
-        )
+        return Refusal("endpoint", f"the consul endpoint {shown} has a path or query",
+                       "the client speaks to the agent's root, so give only scheme://host:port",
+                       words=True)  # fmt: skip
     scheme = scheme.lower()
     return Endpoint(scheme, parts.hostname, port or _DEFAULT_PORTS[scheme])
 

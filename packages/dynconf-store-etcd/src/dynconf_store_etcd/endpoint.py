@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from typing import Final
 from urllib.parse import urlsplit
 
-from dynconf.stores import StoreSpec, format_from_key, redact_url
+from dynconf.errors import Refusal
+from dynconf.stores import TLS_INPUTS, StoreSpec, format_from_key, redact_url
 
 __all__ = ["DEFAULT_PORT", "Endpoint", "parse_endpoint", "spec_refusals"]
 
@@ -30,7 +31,7 @@ class Endpoint:
         return self.scheme == "https"
 
 
-def parse_endpoint(endpoint: str) -> tuple[Endpoint | None, list[str]]:
+def parse_endpoint(endpoint: str) -> tuple[Endpoint | None, list[Refusal]]:
     """The endpoint, or the refusals that explain why it cannot be used.
 
     Messages show the endpoint only in redacted form: an address pasted with a password in
@@ -38,90 +39,93 @@ def parse_endpoint(endpoint: str) -> tuple[Endpoint | None, list[str]]:
     """
     shown = redact_url(endpoint)
     if not endpoint:
-        return None, [
-            "etcd needs --endpoint: the gateway address, e.g. https://etcd.infra.svc:2379"
-        ]
+        return None, [Refusal("endpoint", "etcd needs {field}",
+                              "the gateway address, e.g. https://etcd.infra.svc:2379")]  # fmt: skip
     if "," in endpoint:
         return None, [
-            f"etcd endpoint {shown} names several addresses; name one address (a Service "
-            "in front of the members)"
-        ]
+            Refusal("endpoint", f"etcd endpoint {shown} names several addresses", "name one "
+                    "address (a Service in front of the members)", words=True)
+        ]  # fmt: skip
     try:
         parts = urlsplit(endpoint)
         port = parts.port
     except ValueError:
-        return None, [f"etcd endpoint {shown} is not a URL; write it as http(s)://host:port"]
-    problems: list[str] = []
+        return None, [Refusal("endpoint", f"etcd endpoint {shown} is not a URL",
+                              "write it as http(s)://host:port", words=True)]  # fmt: skip
+    problems: list[Refusal] = []
     if parts.scheme not in ("http", "https"):
         problems.append(
-            f"etcd endpoint {shown} must start with http:// or https://; the gateway speaks HTTP"
-        )
+            Refusal("endpoint", f"etcd endpoint {shown} must start with http:// or https://",
+                    "the gateway speaks HTTP", words=True)
+        )  # fmt: skip
     if not parts.hostname:
-        problems.append(f"etcd endpoint {shown} has no host; write it as http(s)://host:port")
+        problems.append(Refusal("endpoint", f"etcd endpoint {shown} has no host",
+                                "write it as http(s)://host:port", words=True))  # fmt: skip
     if parts.username is not None or parts.password is not None:
         problems.append(
-            f"etcd endpoint {shown} carries credentials; put the user in --auth-username "
-            "and the password in its Secret (DYNAMIC_CONFIG_AGENT_PASSWORD)"
-        )
+            Refusal("endpoint", f"etcd endpoint {shown} carries credentials", "put the user in "
+                    "{field:auth_username} and the password in its Secret ({field:password})",
+                    words=True)
+        )  # fmt: skip
     if parts.path not in ("", "/") or parts.query or parts.fragment:
         problems.append(
-            f"etcd endpoint {shown} has a path or query; name only scheme, host and port"
-        )
+            Refusal("endpoint", f"etcd endpoint {shown} has a path or query",
+                    "name only scheme, host and port", words=True)
+        )  # fmt: skip
     if problems or parts.hostname is None:
         return None, problems
     return Endpoint(parts.scheme, parts.hostname, port or DEFAULT_PORT), []
 
 
-def _key_refusals(spec: StoreSpec, key: str) -> list[str]:
+def _key_refusals(spec: StoreSpec, key: str) -> list[Refusal]:
     if not key:
-        return ["etcd needs --key: the key that holds the document"]
+        return [Refusal("key", "etcd needs {field}", "the key that holds the document")]
     if "," in key:
         return [
-            "etcd reads one key per source; merge several documents with a template or the "
-            "config server"
-        ]
+            Refusal("key", "etcd reads one key per source", "merge several documents with a "
+                    "template or the config server", words=True)
+        ]  # fmt: skip
     if format_from_key(key) is None and "format" not in spec.extra:
         return [
-            f"the etcd key {key} has no extension naming its format; name the key "
-            "with .json, .toml, .yaml, .ini, .properties or .env"
-        ]
+            Refusal("key", f"the etcd key {key} has no extension naming its format", "name the "
+                    "key with .json, .toml, .yaml, .ini, .properties or .env", words=True)
+        ]  # fmt: skip
     return []
 
 
-def spec_refusals(spec: StoreSpec) -> list[str]:
+def spec_refusals(spec: StoreSpec) -> list[Refusal]:
     """Every etcd-specific refusal for ``spec`` (the shared ones live in the base)."""
-    refusals: list[str] = []
+    refusals: list[Refusal] = []
     for key in spec.keys or (spec.key,):
         refusals.extend(_key_refusals(spec, key))
     endpoint, problems = parse_endpoint(spec.endpoint)
     refusals.extend(problems)
     if spec.auth_username and not spec.password:
         refusals.append(
-            "etcd --auth-username needs a password (DYNAMIC_CONFIG_AGENT_PASSWORD, from the "
-            "password Secret)"
+            Refusal("password", "etcd {field:auth_username} needs {field}", "the password Secret")
         )
     if spec.password and not spec.auth_username:
         refusals.append(
-            "etcd got a password but no --auth-username; name the etcd user it belongs to"
+            Refusal(
+                "auth_username",
+                "etcd got a password but no {field}",
+                "name the etcd user it belongs to",
+            )
         )
     if spec.token:
         refusals.append(
-            "etcd takes no token; authenticate with --auth-username and a password, or a "
-            "client certificate"
-        )
-    for value, flag in (
-        (spec.auth_role, "--auth-role"),
-        (spec.auth_mount, "--auth-mount"),
-        (spec.auth_token_path, "--auth-token-path"),
-    ):
-        if value:
+            Refusal("token", "etcd takes no token", "authenticate with {field:auth_username} "
+                    "and a password, or a client certificate", words=True)
+        )  # fmt: skip
+    for name in ("auth_role", "auth_mount", "auth_token_path"):
+        if getattr(spec, name):
             refusals.append(
-                f"etcd has no login method that takes {flag}; remove it (etcd speaks "
-                "username/password and client certificates)"
-            )
+                Refusal(name, "etcd has no login method that takes {field}", "remove it (etcd "
+                        "speaks username/password and client certificates)")
+            )  # fmt: skip
     if endpoint is not None and not endpoint.tls and spec.tls.configured:
         refusals.append(
-            "TLS settings (--ca, --tls-*) on an http:// etcd endpoint would be ignored; use "
-            "https:// or remove them"
-        )
+            Refusal("tls", f"TLS settings ({TLS_INPUTS}) on an http:// etcd endpoint would be "
+                    "ignored", "use https:// or remove them", words=True)
+        )  # fmt: skip
     return refusals

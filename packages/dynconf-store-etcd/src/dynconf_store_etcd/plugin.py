@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Final
 
+from dynconf.errors import Refusal
 from dynconf.plugins import hookimpl
 from dynconf.store_http import HttpPolicy
 from dynconf.stores import (
@@ -48,11 +49,11 @@ class EtcdStoreType(StoreTypeBase):
 
     def credential_hint(self) -> str:
         return (
-            "--auth-username with the password Secret, a client certificate "
-            "(--tls-cert/--tls-key), or both"
+            "{field:auth_username} with the password Secret, a client certificate "
+            "({field:tls.cert_file+tls.key_file}), or both"
         )
 
-    def store_refusals(self, spec: StoreSpec) -> list[str]:
+    def store_refusals(self, spec: StoreSpec) -> list[Refusal]:
         return spec_refusals(spec)
 
     def describe(self, spec: StoreSpec) -> str:

@@ -11,9 +11,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
+from dynconf.errors import Refusal
 from dynconf.plugins import hookimpl
 from dynconf.store_http import USE_PROXY, HttpPolicy
 from dynconf.stores import (
+    SETTING,
     AuthMethod,
     StoreInput,
     StoreSpec,
@@ -62,43 +64,46 @@ class Target:
         return f"projects/{self.project}/databases/{self.database}/documents/{self.path}"
 
 
-def parse_target(endpoint: str, key: str) -> Target | list[str]:
+def parse_target(endpoint: str, key: str) -> Target | list[Refusal]:
     """The target, or the refusals for the endpoint and key (each naming the fix)."""
-    refusals: list[str] = []
+    refusals: list[Refusal] = []
     project, _, database = endpoint.strip().partition("/")
     database = database or DEFAULT_DATABASE
     if "://" in endpoint:
         refusals.append(
-            f"the firestore endpoint {endpoint} is a URL; the endpoint is <project> or "
-            "<project>/<database>, and an API address goes in --api-url"
-        )
+            Refusal("endpoint", f"the firestore endpoint {endpoint} is a URL", "the endpoint is "
+                    "<project> or <project>/<database>, and an API address goes in "
+                    "{field:api_url}", words=True)
+        )  # fmt: skip
     elif not project:
         refusals.append(
-            "firestore needs --endpoint: the Google Cloud project, e.g. acme-prod, or "
-            "acme-prod/eu-config for a named database"
-        )
+            Refusal("endpoint", "firestore needs {field}", "the Google Cloud project, e.g. "
+                    "acme-prod, or acme-prod/eu-config for a named database")
+        )  # fmt: skip
     elif not _PROJECT.match(project) or not _DATABASE.match(database):
         refusals.append(
-            f"the firestore endpoint {endpoint} is not <project> or <project>/<database>; "
-            "write a project id (lowercase letters, digits, `-`) and optionally one database id"
-        )
+            Refusal("endpoint", f"the firestore endpoint {endpoint} is not <project> or "
+                    "<project>/<database>", "write a project id (lowercase letters, digits, "
+                    "`-`) and optionally one database id", words=True)
+        )  # fmt: skip
     path = key.strip("/")
     segments = path.split("/") if path else []
     if not segments:
         refusals.append(
-            "firestore needs --key: a document path such as config/billing "
-            "(collection/document, nested as deep as needed)"
-        )
+            Refusal("key", "firestore needs {field}", "a document path such as config/billing "
+                    "(collection/document, nested as deep as needed)")
+        )  # fmt: skip
     elif any(not s or s in (".", "..") or s.startswith("__") for s in segments):
         refusals.append(
-            f"the firestore key {key} has an empty, `.`/`..` or reserved `__` segment; write "
-            "collection/document segments separated by single slashes"
-        )
+            Refusal("key", f"the firestore key {key} has an empty, `.`/`..` or reserved `__` "
+                    "segment", "write collection/document segments separated by single "
+                    "slashes", words=True)
+        )  # fmt: skip
     elif len(segments) % 2:
         refusals.append(
-            f"the firestore key {key} names a collection (an odd number of segments); add "
-            "the document id, e.g. {key}/<document>"
-        )
+            Refusal("key", f"the firestore key {key} names a collection (an odd number of "
+                    f"segments)", f"add the document id, e.g. {key}/<document>", words=True)
+        )  # fmt: skip
     if refusals:
         return refusals
     return Target(project, database, path)
@@ -137,49 +142,51 @@ class FirestoreStoreType(StoreTypeBase):
     def credential_hint(self) -> str:
         return "the metadata server, an access token, or none for the emulator"
 
-    def store_refusals(self, spec: StoreSpec) -> list[str]:
+    def store_refusals(self, spec: StoreSpec) -> list[Refusal]:
         target = parse_target(spec.endpoint, spec.key)
-        refusals: list[str] = target if isinstance(target, list) else []
+        refusals: list[Refusal] = target if isinstance(target, list) else []
         method = spec.auth or self.default_auth
         if spec.api_url:
             if method == "emulator" and emulator_address(spec.api_url) is None:
                 refusals.append(
-                    f"--api-url {spec.api_url} is not the emulator's host:port; write "
-                    "127.0.0.1:8080 or http://firestore-emulator.test.svc:8080"
-                )
+                    Refusal("api_url", f"{{field}} {spec.api_url} is not the emulator's "
+                            "host:port", "write 127.0.0.1:8080 or "
+                            "http://firestore-emulator.test.svc:8080")
+                )  # fmt: skip
             elif method != "emulator" and api_endpoint(spec.api_url) is None:
                 refusals.append(
-                    f"--api-url {spec.api_url} is not a TLS API address; write "
-                    "https://host[:port] (plain http is only for --auth emulator)"
-                )
+                    Refusal("api_url", f"{{field}} {spec.api_url} is not a TLS API address",
+                            "write https://host[:port] (plain http is only for "
+                            "{field:auth=emulator})")
+                )  # fmt: skip
         if spec.token and method != "access-token":
             refusals.append(
-                f"firestore auth {method} sends no token, but a token is set; use --auth "
-                "access-token, or remove the token"
-            )
-        for flag, present in (
-            ("--auth-mount", spec.auth_mount),
-            ("--auth-role", spec.auth_role),
-            ("--auth-username", spec.auth_username),
-            ("--auth-token-path", spec.auth_token_path),
-        ):
-            if present:
-                refusals.append(f"firestore takes no {flag}; remove it")
+                Refusal("token", f"firestore auth {method} sends no token, but a token is set",
+                        "use {field:auth=access-token}, or remove the token", words=True)
+            )  # fmt: skip
+        for name in ("auth_mount", "auth_role", "auth_username", "auth_token_path"):
+            if getattr(spec, name):
+                refusals.append(Refusal(name, "firestore takes no {field}", "remove it"))
         if spec.password:
-            refusals.append("firestore takes no password; remove DYNAMIC_CONFIG_AGENT_PASSWORD")
+            refusals.append(Refusal("password", "firestore takes no password",
+                                    "remove {field}", words=True))  # fmt: skip
         if spec.tls.configured:
             refusals.append(
-                "the Firestore client cannot honour --ca, --tls-cert/--tls-key, "
-                "--tls-server-name or --tls-skip-verify (it trusts the platform roots over "
-                "gRPC, and the emulator speaks plain HTTP/2); remove them"
-            )
+                Refusal("tls", "the Firestore client cannot honour {field:tls.ca_file}, "
+                        "{field:tls.cert_file+tls.key_file}, {field:tls.server_name} or "
+                        "{field:tls.skip_verify} (it trusts the platform roots over gRPC, and "
+                        "the emulator speaks plain HTTP/2)", "remove them", words=True)
+            )  # fmt: skip
         refusals.extend(
-            f"{name} is not a firestore setting; use {USE_PROXY} (gRPC follows no redirects)"
+            Refusal(f"{SETTING}{name}", "{field} is not a firestore setting",
+                    f"use {USE_PROXY} (gRPC follows no redirects)")
             for name in sorted(spec.extra)
             if name != USE_PROXY
-        )
+        )  # fmt: skip
         if spec.timeout is not None and spec.timeout <= 0:
-            refusals.append("--timeout must be a positive number of seconds for firestore")
+            refusals.append(
+                Refusal("timeout", "{field} must be a positive number of seconds for firestore")
+            )
         return refusals
 
     def describe(self, spec: StoreSpec) -> str:

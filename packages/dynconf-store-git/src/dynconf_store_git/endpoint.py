@@ -13,6 +13,7 @@ from enum import StrEnum
 from typing import Final
 from urllib.parse import urlsplit
 
+from dynconf.errors import Refusal
 from dynconf.stores import redact_url
 
 __all__ = [
@@ -69,8 +70,8 @@ def shown_endpoint(text: str) -> str:
     return redact_url(text)
 
 
-def parse_endpoint(text: str) -> Endpoint | str:
-    """The endpoint, or a refusal sentence naming the fix (the URL redacted in it).
+def parse_endpoint(text: str) -> Endpoint | Refusal:
+    """The endpoint, or the refusal naming the fix (the URL redacted in it).
 
     Accepted: ``https://host/org/repo.git``, ``http://…`` (meant for loopback tests and
     in-cluster mirrors), ``ssh://[user@]host[:port]/path``, scp-like ``git@host:org/repo.git``,
@@ -80,14 +81,13 @@ def parse_endpoint(text: str) -> Endpoint | str:
     """
     shown = shown_endpoint(text)
     if not text:
-        return (
-            "git needs --endpoint (or DYNAMIC_CONFIG_AGENT_ENDPOINT): the repository, e.g. "
-            "https://github.com/acme/config.git or git@github.com:acme/config.git"
-        )
+        return Refusal("endpoint", "git needs {field} (or DYNAMIC_CONFIG_AGENT_ENDPOINT)",
+                       "the repository, e.g. https://github.com/acme/config.git or "
+                       "git@github.com:acme/config.git")  # fmt: skip
     if any(ch.isspace() for ch in text) or text.startswith("-"):
-        return (
-            f"the git endpoint {shown} has whitespace or starts with `-`; write a URL, "
-            "git@host:org/repo.git, or an absolute path"
+        return _about(
+            f"the git endpoint {shown} has whitespace or starts with `-`",
+            "write a URL, git@host:org/repo.git, or an absolute path",
         )
     scheme, sep, rest = text.partition("://")
     if not sep:
@@ -95,45 +95,54 @@ def parse_endpoint(text: str) -> Endpoint | str:
             return Endpoint(EndpointKind.LOCAL, text, None)
         match = _SCP_LIKE.match(text)
         if match is None or "/" in match.group("host"):
-            return (
-                f"the git endpoint {shown} is neither a URL nor git@host:org/repo.git nor an "
-                "absolute path; a relative path is refused because the agent's working "
-                "directory is not yours to rely on"
-            )
+            return _about(f"the git endpoint {shown} is neither a URL nor "
+                          "git@host:org/repo.git nor an absolute path", "a relative path is "
+                          "refused because the agent's working directory is not yours to "
+                          "rely on")  # fmt: skip
         return Endpoint(EndpointKind.SSH, text, match.group("host"))
     scheme = scheme.lower()
     if scheme == "file":
         if not rest.startswith("/"):
-            return f"the git endpoint {shown} must be file:///absolute/path"
+            return _about(f"the git endpoint {shown} must be file:///absolute/path")
         return Endpoint(EndpointKind.LOCAL, text, None)
     kinds = {"https": EndpointKind.HTTPS, "http": EndpointKind.HTTP, "ssh": EndpointKind.SSH,
              "git": EndpointKind.GIT}  # fmt: skip
     kind = kinds.get(scheme)
     if kind is None:
-        return (
-            f"the git endpoint {shown} has the scheme {scheme}://; use https://, http://, "
-            "ssh://, git://, git@host:org/repo.git or an absolute path"
+        return _about(
+            f"the git endpoint {shown} has the scheme {scheme}://",
+            "use https://, http://, ssh://, git://, git@host:org/repo.git or an absolute path",
         )
     authority = rest.split("/", 1)[0]
     userinfo = authority.rpartition("@")[0] if "@" in authority else ""
     if userinfo and (kind is not EndpointKind.SSH or ":" in userinfo):
-        return (
-            f"the git endpoint {shown} carries credentials; remove them from the URL and pass "
-            "the token as the token (DYNAMIC_CONFIG_AGENT_TOKEN, --auth token, "
-            "--auth-username for a host that reads the name)"
-        )
+        return _about(f"the git endpoint {shown} carries credentials", "remove them from the "
+                      "URL and pass the token as {field:token} ({field:auth=token}, "
+                      "{field:auth_username} for a host that reads the name)")  # fmt: skip
     try:
         parts = urlsplit(text)
         _port = parts.port
     except ValueError:
-        return f"the git endpoint {shown} does not parse as a URL; write scheme://host[:port]/path"
+        return _about(
+            f"the git endpoint {shown} does not parse as a URL", "write scheme://host[:port]/path"
+        )
     if not parts.hostname:
-        return f"the git endpoint {shown} names no host"
+        return _about(f"the git endpoint {shown} names no host")
     if parts.path in ("", "/"):
-        return f"the git endpoint {shown} names no repository path, e.g. /acme/config.git"
+        return _about(f"the git endpoint {shown} names no repository path", "e.g. /acme/config.git")
     if parts.query or parts.fragment:
-        return f"the git endpoint {shown} has a query or fragment; remove it"
+        return _about(f"the git endpoint {shown} has a query or fragment", "remove it")
     return Endpoint(kind, text, parts.hostname)
+
+
+def _about(problem: str, fix: str = "") -> Refusal:
+    """A refusal of the endpoint, which names itself in words (``the git endpoint <url>``)."""
+    return Refusal("endpoint", problem, fix, words=True)
+
+
+def _about_key(problem: str, fix: str) -> Refusal:
+    """A refusal of the key, which names itself in words (``the git key <path>``)."""
+    return Refusal("key", problem, fix, words=True)
 
 
 class RefKind(StrEnum):
@@ -167,7 +176,7 @@ _HEX: Final = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
 _BAD_REF: Final = re.compile(r"[\x00-\x20\x7f~^:?*\[\\]|\.\.|@\{|//|^/|/$|\.lock$|^\.|/\.|\.$|^-")
 
 
-def parse_ref(text: str | None) -> Ref | str:
+def parse_ref(text: str | None) -> Ref | Refusal:
     """``main`` | ``branch:x`` | ``tag:x`` | ``commit:<40 or 64 hex>``; default branch main."""
     if text is None or text == "":
         return Ref(RefKind.BRANCH, DEFAULT_BRANCH)
@@ -175,46 +184,52 @@ def parse_ref(text: str | None) -> Ref | str:
     if colon and prefix in ("branch", "tag", "commit"):
         kind = RefKind(prefix)
     elif colon:
-        return (
-            f"--ref {text} has an unknown prefix {prefix}:; write a branch (main or "
-            "branch:main), tag:v1.4, or commit:<40-hex sha>"
+        return Refusal(
+            "ref",
+            f"{{field}} {text} has an unknown prefix {prefix}:",
+            "write a branch (main or branch:main), tag:v1.4, or commit:<40-hex sha>",
         )
     else:
         kind, name = RefKind.BRANCH, text
     if kind is RefKind.COMMIT:
         if not _HEX.match(name):
-            return (
-                f"--ref {text} needs the full commit id (40 or 64 lowercase hex); an "
-                "abbreviated id could name another commit tomorrow"
-            )
+            return Refusal("ref", f"{{field}} {text} needs the full commit id (40 or 64 "
+                           "lowercase hex)", "an abbreviated id could name another commit "
+                           "tomorrow")  # fmt: skip
         return Ref(kind, name)
     if not name or _BAD_REF.search(name) or name.startswith("refs/"):
-        return (
-            f"--ref {text} is not a valid {kind} name; write the short name (main, v1.4) "
-            "without refs/, spaces or ~^:?*[\\"
-        )
+        return Refusal("ref", f"{{field}} {text} is not a valid {kind} name", "write the short "
+                       "name (main, v1.4) without refs/, spaces or ~^:?*[\\")  # fmt: skip
     return Ref(kind, name)
 
 
-def key_refusal(key: str) -> str | None:
+def key_refusal(key: str) -> Refusal | None:
     """Why a tree path cannot be a key (absolute, ``..``/``.``, empty parts), or None."""
     if not key:
-        return "git needs --key: the file's path inside the repository, e.g. billing/prod.yaml"
+        return Refusal(
+            "key",
+            "git needs {field}",
+            "the file's path inside the repository, e.g. billing/prod.yaml",
+        )
     if key.startswith("/"):
-        return (
-            f"the git key {key} is absolute; write the path inside the repository without "
-            "the leading /"
+        return _about_key(
+            f"the git key {key} is absolute",
+            "write the path inside the repository without the leading /",
         )
     if "\x00" in key or "\\" in key:
-        return f"the git key {key!r} holds a NUL or backslash; write a /-separated tree path"
+        return _about_key(
+            f"the git key {key!r} holds a NUL or backslash", "write a /-separated tree path"
+        )
     if key.endswith("/"):
-        return f"the git key {key} is a folder; name the one file that holds the document"
+        return _about_key(
+            f"the git key {key} is a folder", "name the one file that holds the document"
+        )
     parts = key.split("/")
     if any(part in ("", ".", "..") for part in parts):
-        return (
-            f"the git key {key} has an empty, `.` or `..` part; write the plain path inside "
-            "the repository (the store never reads outside the tree)"
+        return _about_key(
+            f"the git key {key} has an empty, `.` or `..` part",
+            "write the plain path inside the repository (the store never reads outside the tree)",
         )
     if parts[0] == ".git":
-        return f"the git key {key} points into .git; name a file of the tree"
+        return _about_key(f"the git key {key} points into .git", "name a file of the tree")
     return None

@@ -11,10 +11,11 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
-from dynconf.errors import BackendError, Origin
+from dynconf.errors import BackendError, Origin, Refusal
 from dynconf.plugins import hookimpl
 from dynconf.store_http import USE_PROXY, HttpPolicy
 from dynconf.stores import (
+    SETTING,
     AuthMethod,
     StoreInput,
     StoreSpec,
@@ -94,25 +95,27 @@ class GitStoreType(StoreTypeBase):
     def credential_hint(self) -> str:
         return "a token (HTTP basic auth) or an ssh key"
 
-    def store_refusals(self, spec: StoreSpec) -> list[str]:
-        refusals: list[str] = []
+    def store_refusals(self, spec: StoreSpec) -> list[Refusal]:
+        refusals: list[Refusal] = []
         endpoint = parse_endpoint(spec.endpoint)
-        if isinstance(endpoint, str):
+        if isinstance(endpoint, Refusal):
             refusals.append(endpoint)
         ref = parse_ref(spec.ref)
-        if isinstance(ref, str):
+        if isinstance(ref, Refusal):
             refusals.append(ref)
         refusals.extend(self._key_refusals(spec))
         refusals.extend(self._setting_refusals(spec))
-        if not isinstance(endpoint, str):
+        if not isinstance(endpoint, Refusal):
             refusals.extend(self._auth_refusals(spec, endpoint))
             refusals.extend(self._tls_refusals(spec, endpoint))
         if spec.timeout is not None and spec.timeout <= 0:
-            refusals.append("--timeout must be a positive number of seconds for git")
+            refusals.append(
+                Refusal("timeout", "{field} must be a positive number of seconds for git")
+            )
         return refusals
 
     @staticmethod
-    def _key_refusals(spec: StoreSpec) -> list[str]:
+    def _key_refusals(spec: StoreSpec) -> list[Refusal]:
         refusal = key_refusal(spec.key)
         if refusal:
             return [refusal]
@@ -121,93 +124,114 @@ class GitStoreType(StoreTypeBase):
         )
 
     @staticmethod
-    def _setting_refusals(spec: StoreSpec) -> list[str]:
+    def _setting_refusals(spec: StoreSpec) -> list[Refusal]:
         refusals = [
-            f"{name} is not a git setting; use one of: {', '.join(SETTINGS)}"
+            Refusal(f"{SETTING}{name}", "{field} is not a git setting",
+                    f"use one of: {', '.join(SETTINGS)}")
             for name in sorted(spec.extra)
             if name not in SETTINGS
-        ]
+        ]  # fmt: skip
         for name in ("max_bytes", "cache_max_bytes"):
             value = spec.extra.get(name)
             if value is not None and (not value.isdigit() or int(value) < 1024):
-                refusals.append(f"{name}={value} must be a whole number of bytes, at least 1024")
+                refusals.append(
+                    Refusal(f"{SETTING}{name}", f"{name}={value} must be a whole number of "
+                            "bytes, at least 1024", words=True)
+                )  # fmt: skip
         for name in ("cache_dir", "known_hosts"):
             value = spec.extra.get(name)
             if value is not None and not value.startswith("/"):
-                refusals.append(f"{name}={value} must be an absolute path")
+                refusals.append(
+                    Refusal(f"{SETTING}{name}", f"{name}={value} must be an absolute path",
+                            words=True)
+                )  # fmt: skip
         return refusals
 
     @staticmethod
-    def _auth_refusals(spec: StoreSpec, endpoint: Endpoint) -> list[str]:
-        refusals: list[str] = []
+    def _auth_refusals(spec: StoreSpec, endpoint: Endpoint) -> list[Refusal]:
+        refusals: list[Refusal] = []
         method = effective_auth(spec)
         over_ssh = endpoint.kind is EndpointKind.SSH
-        if spec.auth_role or spec.auth_mount:
-            refusals.append("git takes no --auth-role or --auth-mount; remove them")
+        for name in ("auth_role", "auth_mount"):
+            if getattr(spec, name):
+                refusals.append(Refusal(name, "git takes no {field}", "remove it"))
         if method in ("ssh", "ssh-key") and not over_ssh:
             refusals.append(
-                f"--auth {method} needs an ssh endpoint (ssh://… or git@host:org/repo.git); "
-                f"{shown_endpoint(spec.endpoint)} is {endpoint.kind}"
-            )
+                Refusal("auth", f"{{field:auth={method}}} needs an ssh endpoint (ssh://… or "
+                        f"git@host:org/repo.git); {shown_endpoint(spec.endpoint)} is "
+                        f"{endpoint.kind}", words=True)
+            )  # fmt: skip
         if method == "token":
             if endpoint.kind not in (EndpointKind.HTTPS, EndpointKind.HTTP):
                 refusals.append(
-                    "--auth token is HTTP basic auth and needs an https:// endpoint; use "
-                    "--auth ssh-key for an ssh endpoint"
-                )
+                    Refusal("auth", "{field:auth=token} is HTTP basic auth and needs an "
+                            "https:// endpoint", "use {field:auth=ssh-key} for an ssh endpoint",
+                            words=True)
+                )  # fmt: skip
             elif endpoint.kind is EndpointKind.HTTP and not endpoint.loopback:
                 refusals.append(
-                    "--auth token over plain http:// would send the token in clear text; use "
-                    "https:// (plain http is accepted for loopback hosts only)"
-                )
+                    Refusal("auth", "{field:auth=token} over plain http:// would send the token "
+                            "in clear text", "use https:// (plain http is accepted for "
+                            "loopback hosts only)", words=True)
+                )  # fmt: skip
             if not spec.token and not spec.auth_token_path:
                 refusals.append(
-                    "git auth token needs a token (DYNAMIC_CONFIG_AGENT_TOKEN) or a token "
-                    "file (--auth-token-path)"
-                )
+                    Refusal("token", "git auth token needs {field} or a token file "
+                            "({field:auth_token_path})")
+                )  # fmt: skip
         elif spec.token or spec.auth_token_path:
             refusals.append(
-                f"--auth {method} sends no token, but a token is set; use --auth token, or "
-                "remove the token"
-            )
+                Refusal("token", f"{{field:auth={method}}} sends no token, but a token is set",
+                        "use {field:auth=token}, or remove the token", words=True)
+            )  # fmt: skip
         if spec.auth_username and method != "token":
-            refusals.append("--auth-username names the basic-auth user of --auth token; add "
-                            "--auth token or remove it")  # fmt: skip
+            refusals.append(
+                Refusal("auth_username", "{field} names the basic-auth user of "
+                        "{field:auth=token}", "add {field:auth=token} or remove it")
+            )  # fmt: skip
         if spec.ssh_key and method != "ssh-key":
-            refusals.append(f"--ssh-key is for --auth ssh-key, not --auth {method}; remove one")
+            refusals.append(
+                Refusal("ssh_key", f"{{field}} is for {{field:auth=ssh-key}}, not "
+                        f"{{field:auth={method}}}", "remove one")
+            )  # fmt: skip
         if spec.extra.get("known_hosts") and not over_ssh:
-            refusals.append("known_hosts is for ssh endpoints; remove it")
+            refusals.append(Refusal(f"{SETTING}known_hosts", "{field} is for ssh endpoints",
+                                    "remove it"))  # fmt: skip
         if (
             method in ("anonymous", "ssh")
             and endpoint.kind is EndpointKind.HTTP
             and (not endpoint.loopback)
         ):
             refusals.append(
-                "plain http:// to a non-loopback host can be tampered with on the way; use "
-                "https:// (plain http is accepted for loopback hosts only)"
-            )
+                Refusal("endpoint", "plain http:// to a non-loopback host can be tampered with "
+                        "on the way", "use https:// (plain http is accepted for loopback hosts "
+                        "only)", words=True)
+            )  # fmt: skip
         return refusals
 
     @staticmethod
-    def _tls_refusals(spec: StoreSpec, endpoint: Endpoint) -> list[str]:
-        refusals: list[str] = []
+    def _tls_refusals(spec: StoreSpec, endpoint: Endpoint) -> list[Refusal]:
+        refusals: list[Refusal] = []
         tls = spec.tls
         if tls.configured and endpoint.kind is not EndpointKind.HTTPS:
             refusals.append(
-                "TLS settings (--ca, --tls-cert/--tls-key, --tls-skip-verify) apply to https:// "
-                f"git endpoints only; {shown_endpoint(spec.endpoint)} is {endpoint.kind}, so "
-                "remove them (ssh trusts through known_hosts)"
-            )
+                Refusal("tls", "TLS settings ({field:tls.ca_file}, "
+                        "{field:tls.cert_file+tls.key_file}, {field:tls.skip_verify}) apply to "
+                        f"https:// git endpoints only; {shown_endpoint(spec.endpoint)} is "
+                        f"{endpoint.kind}", "remove them (ssh trusts through known_hosts)",
+                        words=True)
+            )  # fmt: skip
         if tls.server_name:
             refusals.append(
-                "--tls-server-name cannot be honoured by git's HTTP client (it has no "
-                "server-name override); reach the host by the name on its certificate"
-            )
+                Refusal("tls.server_name", "{field} cannot be honoured by git's HTTP client (it "
+                        "has no server-name override)", "reach the host by the name on its "
+                        "certificate")
+            )  # fmt: skip
         return refusals
 
     def describe(self, spec: StoreSpec) -> str:
         ref = parse_ref(spec.ref)
-        shown_ref = spec.ref if isinstance(ref, str) else str(ref)
+        shown_ref = spec.ref if isinstance(ref, Refusal) else str(ref)
         return f"git {shown_endpoint(spec.endpoint)} {shown_ref}:{spec.key}"
 
     def pinned_hosts(self, spec: StoreSpec) -> str | None:
@@ -270,8 +294,8 @@ class GitStoreType(StoreTypeBase):
         description = self.admit(spec)
         endpoint = parse_endpoint(spec.endpoint)
         ref = parse_ref(spec.ref)
-        assert not isinstance(endpoint, str)
-        assert not isinstance(ref, str)
+        assert not isinstance(endpoint, Refusal)
+        assert not isinstance(ref, Refusal)
         known_hosts = None
         if endpoint.kind is EndpointKind.SSH:
             ssh_user_check(description)

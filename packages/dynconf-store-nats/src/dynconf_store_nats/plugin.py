@@ -11,8 +11,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
+from dynconf.errors import Refusal
 from dynconf.plugins import hookimpl
 from dynconf.stores import (
+    SETTING,
     AuthMethod,
     StoreSpec,
     StoreType,
@@ -80,56 +82,58 @@ class NatsKey:
     key: str
 
 
-def parse_key(text: str) -> NatsKey | str:
-    """The bucket and KV key, or a refusal sentence that names the fix."""
+def parse_key(text: str) -> NatsKey | Refusal:
+    """The bucket and KV key, or the refusal that names the fix."""
     bucket, sep, key = text.strip().lstrip("/").partition("/")
     example = "e.g. config/myapp/settings.json (bucket config, key myapp/settings.json)"
     if not sep or not bucket or not key:
-        return f"the nats key {text} must be <bucket>/<key>, {example}"
+        return Refusal("key", f"the nats key {text} must be <bucket>/<key>", example,
+                       words=True)  # fmt: skip
     if not _BUCKET.match(bucket):
-        return (
-            f"the nats bucket {bucket} is not a KV bucket name (letters, digits, `-`, `_`); "
-            f"{example}"
-        )
+        return Refusal("key", f"the nats bucket {bucket} is not a KV bucket name (letters, "
+                       "digits, `-`, `_`)", example, words=True)  # fmt: skip
     if "*" in key or ">" in key:
-        return f"the nats key {key} is a wildcard; a nats source reads one key, so name it exactly"
+        return Refusal("key", f"the nats key {key} is a wildcard", "a nats source reads one "
+                       "key, so name it exactly", words=True)  # fmt: skip
     if not _KV_KEY.match(key) or key.startswith(".") or key.endswith("."):
-        return (
-            f"the nats key {key} is not a valid KV key (letters, digits, `-`, `/`, `_`, `=`, "
-            "`.`, not starting or ending with `.`); rename it"
-        )
+        return Refusal("key", f"the nats key {key} is not a valid KV key (letters, digits, "
+                       "`-`, `/`, `_`, `=`, `.`, not starting or ending with `.`)",
+                       "rename it", words=True)  # fmt: skip
     return NatsKey(bucket, key)
 
 
-def server_refusals(endpoint: str) -> list[str]:
+def server_refusals(endpoint: str) -> list[Refusal]:
     """Refusals for the server list: ``nats://`` or ``tls://`` URLs, comma separated."""
     if not endpoint.strip():
         return [
-            "nats needs --endpoint (or DYNAMIC_CONFIG_AGENT_ENDPOINT): the server URL, e.g. "
-            "nats://nats.infra.svc:4222 (several, comma separated)"
-        ]
-    refusals: list[str] = []
+            Refusal("endpoint", "nats needs {field} (or DYNAMIC_CONFIG_AGENT_ENDPOINT)",
+                    "the server URL, e.g. nats://nats.infra.svc:4222 (several, comma "
+                    "separated)")
+        ]  # fmt: skip
+    refusals: list[Refusal] = []
     for part in (p.strip() for p in endpoint.split(",")):
         shown_part = redact_url_list(part)
         scheme, sep, rest = part.partition("://")
         if not sep or scheme.lower() not in _SCHEMES:
             refusals.append(
-                f"the nats server {shown_part} needs a nats:// or tls:// scheme, e.g. "
-                "nats://nats.infra.svc:4222"
-            )
+                Refusal("endpoint", f"the nats server {shown_part} needs a nats:// or tls:// "
+                        "scheme", "e.g. nats://nats.infra.svc:4222", words=True)
+            )  # fmt: skip
             continue
         authority, _, path = rest.partition("/")
         if "@" in authority:
             refusals.append(
-                f"the nats server {shown_part} carries a credential; remove it from the URL "
-                "and give it as the token (the token slot) or a .creds file "
-                "(--auth-token-path)"
-            )
+                Refusal("endpoint", f"the nats server {shown_part} carries a credential",
+                        "remove it from the URL and give it as the token (the token slot) or "
+                        "a .creds file ({field:auth_token_path})", words=True)
+            )  # fmt: skip
             continue
         if not authority or authority.startswith(":"):
-            refusals.append(f"the nats server {shown_part} names no host; write nats://host:port")
+            refusals.append(Refusal("endpoint", f"the nats server {shown_part} names no host",
+                                    "write nats://host:port", words=True))  # fmt: skip
         elif path:
-            refusals.append(f"the nats server {shown_part} has a path; give only nats://host:port")
+            refusals.append(Refusal("endpoint", f"the nats server {shown_part} has a path",
+                                    "give only nats://host:port", words=True))  # fmt: skip
     return refusals
 
 
@@ -145,62 +149,67 @@ class NatsStoreType(StoreTypeBase):
     default_auth = None
 
     def credential_hint(self) -> str:
-        return "a .creds file (--auth-token-path), else the token, else none"
+        return "a .creds file ({field:auth_token_path}), else the token, else none"
 
-    def store_refusals(self, spec: StoreSpec) -> list[str]:
+    def store_refusals(self, spec: StoreSpec) -> list[Refusal]:
         refusals = server_refusals(spec.endpoint)
         key = parse_key(spec.key)
-        if isinstance(key, str):
+        if isinstance(key, Refusal):
             refusals.append(key)
         else:
             refusals.extend(self._format_refusals(spec, key))
         refusals.extend(
-            f"{name} is not a nats setting; use one of: {', '.join(SETTINGS)}"
+            Refusal(f"{SETTING}{name}", "{field} is not a nats setting",
+                    f"use one of: {', '.join(SETTINGS)}")
             for name in sorted(spec.extra)
             if name not in SETTINGS
-        )
+        )  # fmt: skip
         refusals.extend(self._auth_refusals(spec))
         refusals.extend(self._tls_refusals(spec))
         if spec.timeout is not None and spec.timeout <= 0:
-            refusals.append("--timeout must be a positive number of seconds for nats")
-        return refusals
-
-    @staticmethod
-    def _format_refusals(spec: StoreSpec, key: NatsKey) -> list[str]:
-        return format_refusals("nats", key.key, spec.extra.get("format"), noun="key")
-
-    @staticmethod
-    def _auth_refusals(spec: StoreSpec) -> list[str]:
-        refusals: list[str] = []
-        for flag, value in (("--auth-role", spec.auth_role), ("--auth-mount", spec.auth_mount),
-                            ("--auth-username", spec.auth_username)):  # fmt: skip
-            if value:
-                refusals.append(
-                    f"nats takes no {flag}; remove it (a .creds file or a token signs in)"
-                )
-        if spec.password:
             refusals.append(
-                "nats takes no password; give a token (the token slot) or a .creds file "
-                "(--auth-token-path)"
+                Refusal("timeout", "{field} must be a positive number of seconds for nats")
             )
         return refusals
 
     @staticmethod
-    def _tls_refusals(spec: StoreSpec) -> list[str]:
-        refusals: list[str] = []
-        for flag, value in (("--ca", spec.tls.ca_file), ("--tls-cert", spec.tls.cert_file),
-                            ("--tls-key", spec.tls.key_file)):  # fmt: skip
+    def _format_refusals(spec: StoreSpec, key: NatsKey) -> list[Refusal]:
+        return format_refusals("nats", key.key, spec.extra.get("format"), noun="key")
+
+    @staticmethod
+    def _auth_refusals(spec: StoreSpec) -> list[Refusal]:
+        refusals: list[Refusal] = []
+        for name in ("auth_role", "auth_mount", "auth_username"):
+            if getattr(spec, name):
+                refusals.append(
+                    Refusal(name, "nats takes no {field}",
+                            "remove it (a .creds file or a token signs in)")
+                )  # fmt: skip
+        if spec.password:
+            refusals.append(
+                Refusal("password", "nats takes no password", "give a token (the token slot) "
+                        "or a .creds file ({field:auth_token_path})", words=True)
+            )  # fmt: skip
+        return refusals
+
+    @staticmethod
+    def _tls_refusals(spec: StoreSpec) -> list[Refusal]:
+        refusals: list[Refusal] = []
+        for name, value in (("tls.ca_file", spec.tls.ca_file),
+                            ("tls.cert_file", spec.tls.cert_file),
+                            ("tls.key_file", spec.tls.key_file)):  # fmt: skip
             if value and "-----BEGIN" in value:
                 refusals.append(
-                    f"{flag} holds PEM text; nats refuses certificate bytes rather than ignore "
-                    "them: mount the material as a file and give its path"
-                )
+                    Refusal(name, "{field} holds PEM text", "nats refuses certificate bytes "
+                            "rather than ignore them: mount the material as a file and give "
+                            "its path")
+                )  # fmt: skip
         return refusals
 
     def describe(self, spec: StoreSpec) -> str:
         key = parse_key(spec.key)
         servers = redact_url_list(spec.endpoint)
-        if isinstance(key, str):
+        if isinstance(key, Refusal):
             return f"nats {servers} key {spec.key}"
         return f"nats {servers} bucket {key.bucket} key {key.key}"
 

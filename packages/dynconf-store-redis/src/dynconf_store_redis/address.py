@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from typing import Final
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from dynconf.stores import StoreSpec, format_from_key, redact_url
+from dynconf.errors import Refusal
+from dynconf.stores import TLS_INPUTS, StoreSpec, format_from_key, redact_url
 
 __all__ = ["DEFAULT_PORT", "RedisAddress", "parse_url", "shown_url", "spec_refusals"]
 
@@ -36,35 +37,39 @@ class RedisAddress:
     password: str | None = field(default=None, repr=False)
 
 
-def parse_url(url: str) -> tuple[RedisAddress | None, list[str]]:
+def parse_url(url: str) -> tuple[RedisAddress | None, list[Refusal]]:
     """The address in ``redis://[user[:password]@]host[:port][/db]`` or the refusals."""
     shown = shown_url(url)
     if not url:
         return None, [
-            "redis needs --endpoint (or endpoint-secret): a URL such as "
-            "redis://redis.infra.svc:6379/0"
-        ]
+            Refusal("endpoint", "redis needs {field} (or endpoint-secret)",
+                    "a URL such as redis://redis.infra.svc:6379/0")
+        ]  # fmt: skip
     try:
         parts = urlsplit(url)
         port = parts.port
     except ValueError:
         return None, [
-            f"redis endpoint {shown} is not a URL; write redis://[user:password@]host:port/db "
-            "and percent-encode special characters in the password"
-        ]
-    problems: list[str] = []
+            _about_url(f"redis endpoint {shown} is not a URL", "write "
+                       "redis://[user:password@]host:port/db and percent-encode special "
+                       "characters in the password")
+        ]  # fmt: skip
+    problems: list[Refusal] = []
     if parts.scheme not in ("redis", "rediss"):
         problems.append(
-            f"redis endpoint {shown} must start with redis:// (plain) or rediss:// (TLS)"
-        )
+            _about_url(f"redis endpoint {shown} must start with redis:// (plain) or rediss:// "
+                       "(TLS)")
+        )  # fmt: skip
     if not parts.hostname:
-        problems.append(f"redis endpoint {shown} has no host; write redis://host:port/db")
+        problems.append(_about_url(f"redis endpoint {shown} has no host",
+                                   "write redis://host:port/db"))  # fmt: skip
     db, db_problems = _database(parts.path, parts.query, shown)
     problems.extend(db_problems)
     if parts.fragment:
         problems.append(
-            f"redis endpoint {shown} has a #fragment; percent-encode '#' in the password as %23"
-        )
+            _about_url(f"redis endpoint {shown} has a #fragment",
+                       "percent-encode '#' in the password as %23")
+        )  # fmt: skip
     if problems or parts.hostname is None:
         return None, problems
     username = unquote(parts.username) if parts.username else None
@@ -82,9 +87,14 @@ def parse_url(url: str) -> tuple[RedisAddress | None, list[str]]:
     )
 
 
-def _database(path: str, query: str, shown: str) -> tuple[int, list[str]]:
+def _about_url(problem: str, fix: str = "") -> Refusal:
+    """A refusal of the URL, which names itself in words (``redis endpoint <url>``)."""
+    return Refusal("endpoint", problem, fix, words=True)
+
+
+def _database(path: str, query: str, shown: str) -> tuple[int, list[Refusal]]:
     """The database index from ``/N`` or ``?db=N`` (default 0)."""
-    problems: list[str] = []
+    problems: list[Refusal] = []
     texts: list[str] = []
     if path not in ("", "/"):
         texts.append(path.strip("/"))
@@ -93,64 +103,69 @@ def _database(path: str, query: str, shown: str) -> tuple[int, list[str]]:
         unknown = sorted(set(options) - {"db"})
         if unknown:
             problems.append(
-                f"redis endpoint {shown} has query options {', '.join(unknown)}; only db= is "
-                "understood, remove the others"
-            )
+                _about_url(f"redis endpoint {shown} has query options {', '.join(unknown)}",
+                           "only db= is understood, remove the others")
+            )  # fmt: skip
         texts.extend(options.get("db", []))
     if len(set(texts)) > 1:
-        problems.append(f"redis endpoint {shown} names two database indexes; keep one")
+        problems.append(_about_url(f"redis endpoint {shown} names two database indexes",
+                                   "keep one"))  # fmt: skip
     text = texts[0] if texts else "0"
     if not text.isdigit():
         problems.append(
-            f"redis endpoint {shown} has database index {text!r}; it must be a number such as /0"
-        )
+            _about_url(f"redis endpoint {shown} has database index {text!r}",
+                       "it must be a number such as /0")
+        )  # fmt: skip
         return 0, problems
     return int(text), problems
 
 
-def spec_refusals(spec: StoreSpec) -> list[str]:
+def spec_refusals(spec: StoreSpec) -> list[Refusal]:
     """Every redis-specific refusal for ``spec`` (the shared ones live in the base)."""
-    refusals: list[str] = []
+    refusals: list[Refusal] = []
     if not spec.key:
-        refusals.append("redis needs --key: the key that holds the document")
+        refusals.append(Refusal("key", "redis needs {field}", "the key that holds the document"))
     elif "," in spec.key:
         refusals.append(
-            "redis reads one key per source; merge several documents with a template or the "
-            "config server"
-        )
+            Refusal("key", "redis reads one key per source", "merge several documents with a "
+                    "template or the config server", words=True)
+        )  # fmt: skip
     elif format_from_key(spec.key) is None and "format" not in spec.extra:
         refusals.append(
-            f"the redis key {spec.key} has no extension naming its format; name the key "
-            "with .json, .toml, .yaml, .ini, .properties or .env"
-        )
+            Refusal("key", f"the redis key {spec.key} has no extension naming its format",
+                    "name the key with .json, .toml, .yaml, .ini, .properties or .env",
+                    words=True)
+        )  # fmt: skip
     address, problems = parse_url(spec.endpoint)
     refusals.extend(problems)
     if address is not None and not address.tls and spec.tls.configured:
         refusals.append(
-            "TLS settings (--ca, --tls-*) on a redis:// URL would leave the connection "
-            "unencrypted; use rediss:// or remove them"
-        )
+            Refusal("tls", f"TLS settings ({TLS_INPUTS}) on a redis:// URL would leave the "
+                    "connection unencrypted", "use rediss:// or remove them", words=True)
+        )  # fmt: skip
     if spec.tls.server_name:
         refusals.append(
-            "--tls-server-name cannot be honoured by the redis client (it verifies the URL's "
-            "host); connect with the host name the certificate names"
-        )
+            Refusal("tls.server_name", "{field} cannot be honoured by the redis client (it "
+                    "verifies the URL's host)", "connect with the host name the certificate "
+                    "names")
+        )  # fmt: skip
     if spec.tls.skip_verify:
         refusals.append(
-            "--tls-skip-verify is refused for redis: verification cannot be turned off; give "
-            "the private CA with --ca"
-        )
-    for value, flag in (
-        (spec.token, "token"),
-        (spec.password, "password slot"),
-        (spec.auth_username, "--auth-username"),
-        (spec.auth_role, "--auth-role"),
-        (spec.auth_mount, "--auth-mount"),
-        (spec.auth_token_path, "--auth-token-path"),
+            Refusal("tls.skip_verify", "{field} is refused for redis: verification cannot be "
+                    "turned off", "give the private CA with {field:tls.ca_file}")
+        )  # fmt: skip
+    for name, said in (
+        ("token", "token"),
+        ("password", "password slot"),
+        ("auth_username", "{field}"),
+        ("auth_role", "{field}"),
+        ("auth_mount", "{field}"),
+        ("auth_token_path", "{field}"),
     ):
-        if value:
+        if getattr(spec, name):
             refusals.append(
-                f"redis takes no {flag}; its credentials ride in the URL "
-                "(redis://user:password@host:port/db), delivered through endpoint-secret"
-            )
+                Refusal(name, f"redis takes no {said}", "its credentials ride in the URL "
+                        "(redis://user:password@host:port/db), delivered through "
+                        "endpoint-secret", words=True)
+            )  # fmt: skip
     return refusals

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Final
 
+from dynconf.errors import Refusal
 from dynconf.plugins import hookimpl
 from dynconf.stores import (
     AuthMethod,
@@ -44,7 +45,7 @@ class RedisStoreType(StoreTypeBase):
     def credential_hint(self) -> str:
         return "the URL (redis://user:password@host:port/db), delivered through endpoint-secret"
 
-    def store_refusals(self, spec: StoreSpec) -> list[str]:
+    def store_refusals(self, spec: StoreSpec) -> list[Refusal]:
         return spec_refusals(spec)
 
     def describe(self, spec: StoreSpec) -> str:

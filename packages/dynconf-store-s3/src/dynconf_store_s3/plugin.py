@@ -11,9 +11,11 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Final
 from urllib.parse import urlsplit
 
+from dynconf.errors import Refusal
 from dynconf.plugins import hookimpl
 from dynconf.store_http import USE_PROXY, HttpPolicy
 from dynconf.stores import (
+    SETTING,
     AuthMethod,
     StoreInput,
     StoreSpec,
@@ -43,23 +45,19 @@ _BUCKET: Final = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _IP_LIKE: Final = re.compile(r"^\d+\.\d+\.\d+\.\d+$")
 
 
-def bucket_refusal(bucket: str) -> str | None:
+def bucket_refusal(bucket: str) -> Refusal | None:
     """A refusal for an endpoint that is not an S3 bucket name, or None."""
     if not bucket:
-        return (
-            "s3 needs --endpoint (or DYNAMIC_CONFIG_AGENT_ENDPOINT): the bucket name, e.g. "
-            "myapp-config"
-        )
+        return Refusal("endpoint", "s3 needs {field} (or DYNAMIC_CONFIG_AGENT_ENDPOINT)",
+                       "the bucket name, e.g. myapp-config")  # fmt: skip
     if "://" in bucket or "/" in bucket:
-        return (
-            f"the s3 endpoint {redact_url(bucket)} is not a bucket name: the endpoint is the "
-            "bucket (e.g. myapp-config); put a server URL in --api-url"
-        )
+        return Refusal("endpoint", f"the s3 endpoint {redact_url(bucket)} is not a bucket name",
+                       "the endpoint is the bucket (e.g. myapp-config); put a server URL in "
+                       "{field:api_url}", words=True)  # fmt: skip
     if not _BUCKET.match(bucket) or ".." in bucket or _IP_LIKE.match(bucket):
-        return (
-            f"the s3 endpoint {bucket} is not a valid bucket name (3-63 lowercase letters, "
-            "digits, `.` and `-`, starting and ending with a letter or digit)"
-        )
+        return Refusal("endpoint", f"the s3 endpoint {bucket} is not a valid bucket name (3-63 "
+                       "lowercase letters, digits, `.` and `-`, starting and ending with a "
+                       "letter or digit)", words=True)  # fmt: skip
     return None
 
 
@@ -81,93 +79,102 @@ class S3StoreType(StoreTypeBase):
             "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY)"
         )
 
-    def store_refusals(self, spec: StoreSpec) -> list[str]:
-        refusals: list[str] = []
+    def store_refusals(self, spec: StoreSpec) -> list[Refusal]:
+        refusals: list[Refusal] = []
         bucket = bucket_refusal(spec.endpoint.strip())
         if bucket:
             refusals.append(bucket)
         refusals.extend(self._key_refusals(spec))
         refusals.extend(
-            f"{name} is not an s3 setting; use one of: {', '.join(SETTINGS)}"
+            Refusal(f"{SETTING}{name}", "{field} is not an s3 setting",
+                    f"use one of: {', '.join(SETTINGS)}")
             for name in sorted(spec.extra)
             if name not in SETTINGS
-        )
+        )  # fmt: skip
         refusals.extend(self._api_url_refusals(spec))
         refusals.extend(self._tls_refusals(spec))
-        for flag, value in (("--auth-role", spec.auth_role), ("--auth-mount", spec.auth_mount),
-                            ("--auth-username", spec.auth_username),
-                            ("--auth-token-path", spec.auth_token_path)):  # fmt: skip
-            if value:
+        for name in ("auth_role", "auth_mount", "auth_username", "auth_token_path"):
+            if getattr(spec, name):
                 refusals.append(
-                    f"s3 takes no {flag}; its credentials come from {self.credential_hint()}"
-                )
-        if spec.token or spec.password:
-            refusals.append(
-                "s3 takes no token or password; static keys ride AWS_ACCESS_KEY_ID and "
-                "AWS_SECRET_ACCESS_KEY (the aws-secret annotation)"
-            )
+                    Refusal(name, "s3 takes no {field}",
+                            f"its credentials come from {self.credential_hint()}")
+                )  # fmt: skip
+        for name in ("token", "password"):
+            if getattr(spec, name):
+                refusals.append(
+                    Refusal(name, f"s3 takes no {name}", "static keys ride AWS_ACCESS_KEY_ID "
+                            "and AWS_SECRET_ACCESS_KEY (the aws-secret annotation)", words=True)
+                )  # fmt: skip
         if spec.timeout is not None and spec.timeout <= 0:
-            refusals.append("--timeout must be a positive number of seconds for s3")
+            refusals.append(
+                Refusal("timeout", "{field} must be a positive number of seconds for s3")
+            )
         return refusals
 
     @staticmethod
-    def _key_refusals(spec: StoreSpec) -> list[str]:
+    def _key_refusals(spec: StoreSpec) -> list[Refusal]:
         key = spec.key.lstrip("/")
         if not key:
-            return ["s3 needs --key: the object key, with an extension, e.g. prod/db.json"]
+            return [Refusal("key", "s3 needs {field}",
+                            "the object key, with an extension, e.g. prod/db.json")]  # fmt: skip
         if key.endswith("/"):
             return [
-                f"the s3 key {spec.key} is a folder; name one object holding the document, "
-                "e.g. prod/db.json"
-            ]
+                Refusal("key", f"the s3 key {spec.key} is a folder", "name one object holding "
+                        "the document, e.g. prod/db.json", words=True)
+            ]  # fmt: skip
         if spec.extra.get("format") is None and format_from_key(key) is not None:
             return []
         return format_refusals("s3", spec.key, spec.extra.get("format"), noun="object")
 
     @staticmethod
-    def _api_url_refusals(spec: StoreSpec) -> list[str]:
+    def _api_url_refusals(spec: StoreSpec) -> list[Refusal]:
         if not spec.api_url:
             return []
         shown = redact_url(spec.api_url)
         scheme, sep, rest = spec.api_url.partition("://")
         if not sep or scheme.lower() not in ("http", "https"):
             return [
-                f"--api-url {shown} needs an http:// or https:// scheme, e.g. "
-                "http://minio.infra.svc:9000"
-            ]
+                Refusal("api_url", f"{{field}} {shown} needs an http:// or https:// scheme",
+                        "e.g. http://minio.infra.svc:9000")
+            ]  # fmt: skip
         if "@" in rest.split("/", 1)[0]:
             return [
-                f"--api-url {shown} carries credentials; remove them and give the keys as "
-                "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY"
-            ]
+                Refusal("api_url", f"{{field}} {shown} carries credentials", "remove them and "
+                        "give the keys as AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY")
+            ]  # fmt: skip
         try:
             parts = urlsplit(spec.api_url)
             _ = parts.port
         except ValueError:
-            return [f"--api-url {shown} does not parse as a URL; write scheme://host:port"]
+            return [Refusal("api_url", f"{{field}} {shown} does not parse as a URL",
+                            "write scheme://host:port")]  # fmt: skip
         if not parts.hostname:
-            return [f"--api-url {shown} names no host; write scheme://host:port"]
+            return [Refusal("api_url", f"{{field}} {shown} names no host",
+                            "write scheme://host:port")]  # fmt: skip
         if spec.tls.configured and scheme.lower() == "http":
             return [
-                "TLS settings (--ca, --tls-skip-verify) need an https:// --api-url; change "
-                "the scheme or remove them"
-            ]
+                Refusal("tls", "TLS settings ({field:tls.ca_file}, {field:tls.skip_verify}) "
+                        "need an https:// {field:api_url}", "change the scheme or remove them",
+                        words=True)
+            ]  # fmt: skip
         return []
 
     @staticmethod
-    def _tls_refusals(spec: StoreSpec) -> list[str]:
-        refusals: list[str] = []
+    def _tls_refusals(spec: StoreSpec) -> list[Refusal]:
+        refusals: list[Refusal] = []
         if spec.tls.cert_file or spec.tls.key_file:
             refusals.append(
-                "s3 cannot present a client certificate (--tls-cert/--tls-key): the S3 "
-                "client has no setting for one; remove them (--ca for a private CA is "
-                "supported)"
-            )
+                Refusal("tls.cert_file", "s3 cannot present a client certificate "
+                        "({field:tls.cert_file+tls.key_file}): the S3 client has no setting for "
+                        "one", "remove them ({field:tls.ca_file} for a private CA is supported)",
+                        words=True)
+            )  # fmt: skip
         if spec.tls.server_name:
             refusals.append(
-                "s3 cannot override the TLS server name (--tls-server-name): the S3 client "
-                "verifies the --api-url host; use a URL whose host the certificate names"
-            )
+                Refusal("tls.server_name", "s3 cannot override the TLS server name ({field}): "
+                        "the S3 client verifies the {field:api_url} host", "use a URL whose "
+                        "host the certificate names")
+            )  # fmt: skip
         return refusals
 
     def describe(self, spec: StoreSpec) -> str:

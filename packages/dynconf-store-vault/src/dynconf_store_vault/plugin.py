@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Final
 from urllib.parse import urlsplit
 
+from dynconf.errors import Refusal
 from dynconf.plugins import hookimpl
 from dynconf.stores import (
     AuthMethod,
@@ -56,12 +57,7 @@ _USES: Final = {
     "ldap": frozenset({"auth_mount", "auth_username"}),
     "cert": frozenset({"auth_mount", "auth_role"}),
 }
-_FLAG: Final = {
-    "auth_mount": "--auth-mount",
-    "auth_role": "--auth-role",
-    "auth_username": "--auth-username",
-    "auth_token_path": "--auth-token-path",
-}
+_OPTIONAL: Final = ("auth_mount", "auth_role", "auth_username", "auth_token_path")
 
 
 class VaultStoreType(StoreTypeBase):
@@ -79,26 +75,27 @@ class VaultStoreType(StoreTypeBase):
     auth_methods = AUTH_METHODS
     default_auth = "token"
 
-    def store_refusals(self, spec: StoreSpec) -> list[str]:
+    def store_refusals(self, spec: StoreSpec) -> list[Refusal]:
         refusals = _endpoint_refusals(spec)
         refusals.extend(_key_refusals(spec))
         method = spec.auth or "token"
         if method in _USES:
-            for name, flag in _FLAG.items():
+            for name in _OPTIONAL:
                 if getattr(spec, name) and name not in _USES[method]:
                     refusals.append(
-                        f"{flag} means nothing to vault auth {method}; remove it or choose "
-                        "the auth method it belongs to"
-                    )
+                        Refusal(name, f"{{field}} means nothing to vault auth {method}",
+                                "remove it or choose the auth method it belongs to")
+                    )  # fmt: skip
         if method == "jwt" and not (spec.token or spec.auth_token_path):
             refusals.append(
-                "vault auth jwt needs the JWT: a token (DYNAMIC_CONFIG_AGENT_TOKEN) or "
-                "--auth-token-path naming the file that holds it"
-            )
+                Refusal("token", "vault auth jwt needs the JWT: {field} or "
+                        "{field:auth_token_path} naming the file that holds it")
+            )  # fmt: skip
         if spec.auth_username and "/" in spec.auth_username:
-            refusals.append("--auth-username cannot contain `/`; name the user alone")
+            refusals.append(Refusal("auth_username", "{field} cannot contain `/`",
+                                    "name the user alone"))  # fmt: skip
         if spec.timeout is not None and spec.timeout <= 0:
-            refusals.append("--timeout must be a positive number of seconds")
+            refusals.append(Refusal("timeout", "{field} must be a positive number of seconds"))
         return refusals
 
     def describe(self, spec: StoreSpec) -> str:
@@ -117,76 +114,81 @@ class VaultStoreType(StoreTypeBase):
         return VaultSource(spec)
 
 
-def _endpoint_refusals(spec: StoreSpec) -> list[str]:
+def _endpoint_refusals(spec: StoreSpec) -> list[Refusal]:
     endpoint = spec.endpoint.strip()
     if not endpoint:
-        return ["vault needs --endpoint: the server's address, e.g. https://vault.vault.svc:8200"]
+        return [Refusal("endpoint", "vault needs {field}",
+                        "the server's address, e.g. https://vault.vault.svc:8200")]  # fmt: skip
     scheme, _, rest = endpoint.partition("://")
     if scheme not in ("http", "https") or not rest:
         return [
-            "the vault endpoint must be an http:// or https:// address, e.g. "
-            "https://vault.vault.svc:8200"
-        ]
-    refusals: list[str] = []
+            Refusal("endpoint", "the vault endpoint must be an http:// or https:// address",
+                    "e.g. https://vault.vault.svc:8200", words=True)
+        ]  # fmt: skip
+    refusals: list[Refusal] = []
     authority = rest.split("/", 1)[0]
     if "@" in authority:
         refusals.append(
-            "the vault endpoint carries credentials; remove them from the address and pass "
-            "the token or password through their Secrets"
-        )
+            Refusal("endpoint", "the vault endpoint carries credentials", "remove them from "
+                    "the address and pass the token or password through their Secrets",
+                    words=True)
+        )  # fmt: skip
     else:
         try:
             urlsplit(endpoint).port  # noqa: B018 - raises on a malformed port
         except ValueError:
-            refusals.append("the vault endpoint's port is not a number; fix the address")
+            refusals.append(Refusal("endpoint", "the vault endpoint's port is not a number",
+                                    "fix the address", words=True))  # fmt: skip
     if scheme == "http":
         tls = spec.tls
         named = [
-            flag
-            for flag, present in (
-                ("--ca", tls.ca_file),
-                ("--tls-cert", tls.cert_file),
-                ("--tls-key", tls.key_file),
-                ("--tls-server-name", tls.server_name),
-                ("--tls-skip-verify", tls.skip_verify),
+            name
+            for name, present in (
+                ("tls.ca_file", tls.ca_file),
+                ("tls.cert_file", tls.cert_file),
+                ("tls.key_file", tls.key_file),
+                ("tls.server_name", tls.server_name),
+                ("tls.skip_verify", tls.skip_verify),
             )
             if present
         ]
         if named:
             refusals.append(
-                f"{', '.join(named)} cannot apply to a plain http:// vault endpoint; use "
-                "https:// or remove them"
-            )
+                Refusal(named[0], f"{{field:{'+'.join(named)}}} cannot apply to a plain "
+                        "http:// vault endpoint", "use https:// or remove them")
+            )  # fmt: skip
         if (spec.auth or "token") == "cert":
             refusals.append(
-                "vault auth cert authenticates the TLS handshake, so it needs an https:// endpoint"
-            )
+                Refusal("auth", "vault auth cert authenticates the TLS handshake, so it needs "
+                        "an https:// endpoint", words=True)
+            )  # fmt: skip
     return refusals
 
 
-def _key_refusals(spec: StoreSpec) -> list[str]:
+def _key_refusals(spec: StoreSpec) -> list[Refusal]:
     key = spec.key.strip()
     bare, question, _query = key.partition("?")
     mount, _, path = bare.strip("/").partition("/")
-    refusals: list[str] = []
+    refusals: list[Refusal] = []
     if "," in bare:
-        refusals.append("vault reads one path per source; use a named render for a second path")
+        refusals.append(Refusal("key", "vault reads one path per source",
+                                "use a named render for a second path", words=True))  # fmt: skip
     if not mount or not path.strip("/"):
         if spec.dynamic:
             refusals.append(
-                "the dynamic vault key must be an engine path such as database/creds/<role> "
-                "or pki/issue/<role>"
-            )
+                Refusal("key", "the dynamic vault key must be an engine path such as "
+                        "database/creds/<role> or pki/issue/<role>", words=True)
+            )  # fmt: skip
         else:
             refusals.append(
-                "the vault key must be <mount>/<path>, e.g. secret/myapp for the myapp secret "
-                "on the secret KV mount"
-            )
+                Refusal("key", "the vault key must be <mount>/<path>", "e.g. secret/myapp for "
+                        "the myapp secret on the secret KV mount", words=True)
+            )  # fmt: skip
     if question and not spec.dynamic:
         refusals.append(
-            "`?` parameters in the vault key are only for dynamic engines (--dynamic); "
-            "remove them from a KV key"
-        )
+            Refusal("key", "`?` parameters in the vault key are only for dynamic engines "
+                    "({field:dynamic})", "remove them from a KV key", words=True)
+        )  # fmt: skip
     return refusals
 
 

@@ -4,38 +4,27 @@ The webhook knows no store's auth matrix: it builds the :class:`StoreSpec` the a
 build from the flags it is about to write, and asks the store plugin. Secrets the webhook
 never sees (a token or password from a Secret, an address in ``endpoint-secret``) are
 stood in by placeholders, and rules about the shape of a secret address are left to the
-agent, which can read it. Refusals come back in the agent's flag vocabulary and are
-translated to the annotation that sets each flag.
+agent, which can read it. Refusals come back as data (:class:`dynconf.errors.Refusal`):
+admission decides by each refusal's ``field`` alone — one about the ``endpoint`` is left to
+the agent when the address is in a Secret, every other one is raised — and renders it with
+the annotation that sets each input, so no store's wording can change what is admitted.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Any, Final
 
 from dynconf.errors import Refusal as StoreRefusal
 from dynconf.plugins import default_registry
-from dynconf.stores import StoreSpec, TlsSettings, flag_spelling
+from dynconf.stores import StoreSpec, TlsSettings
 from dynconf_k8s.contract.plan import Plan, Render
 from dynconf_k8s.contract.refusals import Refusal
-from dynconf_k8s.contract.registry import FLAG_KEYS, KEYS, REGISTRY, annotation, input_key
+from dynconf_k8s.contract.registry import KEYS, annotation, input_key
 
 __all__ = ["check", "spec_for"]
 
 _PLACEHOLDER: Final = "secret-backed"
 _STORE_FIELD_ROWS: Final = tuple(row for row in KEYS if row.store_field)
-_FLAG_TO_KEY: Final = {
-    **FLAG_KEYS,
-    **{" and ".join(REGISTRY["tls-secret"].flags): "tls-secret"},
-    **{"/".join(REGISTRY["tls-secret"].flags): "tls-secret"},
-}
-"""Each agent flag a store's refusal may name → the annotation that sets it (the rows')."""
-_FLAG = re.compile(
-    "|".join(re.escape(flag) for flag in sorted(_FLAG_TO_KEY, key=len, reverse=True))
-    + r"(?![a-z-])"
-)
-_ENDPOINT_WORDS: Final = ("endpoint", "url", "address", "scheme", "host")
-"""Words of a store's free-text sentence about its address (a refusal with a field needs none)."""
 
 
 def spec_for(render: Render, plan: Plan) -> StoreSpec:
@@ -75,24 +64,9 @@ def _store_strings(render: Render) -> dict[str, Any]:
     return {row.store_field or "": getattr(render, row.target or "") for row in _STORE_FIELD_ROWS}
 
 
-def _translate(message: str, suffix: str | None) -> str:
-    """Agent flags left in a store's free-text sentence, said as the annotations that set them.
-
-    Only a sentence a store still answers as text (``Refusal.field`` ``None``) needs it; a
-    refusal that names its field is rendered with the annotation's name directly.
-    """
-    message = _FLAG.sub(lambda m: annotation(_FLAG_TO_KEY[m.group(0)], suffix), message)
-    for spelled in ("token", "password"):
-        message = message.replace(flag_spelling(spelled), annotation(input_key(spelled), suffix))
-    return message
-
-
 def _about_endpoint(refusal: StoreRefusal) -> bool:
     """Whether a refusal judges the address, which admission cannot see when it is in a Secret."""
-    if refusal.field is not None:
-        return refusal.field == "endpoint"
-    text = refusal.problem.lower()
-    return _PLACEHOLDER in text or any(word in text for word in _ENDPOINT_WORDS)
+    return refusal.field == "endpoint"
 
 
 def check(render: Render, plan: Plan) -> None:
@@ -111,4 +85,4 @@ def check(render: Render, plan: Plan) -> None:
         where = f'render "{render.name}": ' if render.name else ""
         name = render.name
         text = refusals[0].render(lambda field: annotation(input_key(field), name))
-        raise Refusal(f"{where}{_translate(text, name)}")
+        raise Refusal(f"{where}{text}")

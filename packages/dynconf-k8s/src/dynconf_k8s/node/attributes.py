@@ -47,6 +47,7 @@ __all__ = [
     "VolumeRefused",
     "VolumeSpec",
     "parse_volume",
+    "attribute_spelling",
     "refusal_text",
 ]
 
@@ -236,6 +237,27 @@ def _watch_seconds(attributes: Mapping[str, str]) -> int:
             'the volume attribute "watch-seconds" is not a whole number of seconds; give 1 or more'
         )
     return int(text)
+
+
+_ATTRIBUTE_OF: Final = {
+    **{row.store_field or row.store_input or "": row.csi for row in _ROWS
+       if row.csi and (row.store_field or row.store_input)},
+    "endpoint": "endpoint",
+    "key": "key",
+}  # fmt: skip
+"""The volume attribute that sets each store input (a StoreSpec field), read off the rows."""
+
+
+def attribute_spelling(field: str) -> str:
+    """A store input as a volume spells it: its attribute, or the Secret key that carries it
+    (``token``, ``password``); the spelling a store's :class:`~dynconf.errors.Refusal` is
+    rendered with for a publish."""
+    if field in SECRET_KEYS and field != "endpoint":
+        return f'the Secret key "{field}"'
+    attribute = _ATTRIBUTE_OF.get(field)
+    if attribute:
+        return f'the volume attribute "{attribute}"'
+    return f'the volume attribute "{field.removeprefix("extra.").replace("_", "-")}"'
 
 
 def _reword(message: str) -> str:

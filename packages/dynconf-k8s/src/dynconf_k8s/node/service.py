@@ -33,7 +33,13 @@ from dynconf.stores import StoreType
 from dynconf.tracing import Span, Tracing
 from dynconf_k8s.agent.main import store_type
 from dynconf_k8s.node._generated import csi_pb2 as csi
-from dynconf_k8s.node.attributes import VolumeRefused, VolumeSpec, parse_volume, refusal_text
+from dynconf_k8s.node.attributes import (
+    VolumeRefused,
+    VolumeSpec,
+    attribute_spelling,
+    parse_volume,
+    refusal_text,
+)
 from dynconf_k8s.node.records import RecordStore
 from dynconf_k8s.node.registration import RegistrationSettings
 from dynconf_k8s.node.shared import Documents, PublishFailed, remove_published
@@ -118,9 +124,9 @@ class NodeAgent:
                 'the volume attribute "source" is "file": the node agent runs as root and a file '
                 "key could name any path on the node; use one of the nine stores"
             )
-        refusals = self._store(volume).validate(volume.store)
+        refusals = self._store(volume).refusals(volume.store)
         if refusals:
-            raise VolumeRefused("; ".join(refusals))
+            raise VolumeRefused("; ".join(r.render(attribute_spelling) for r in refusals))
         return volume
 
     # ------------------------------------------------------------------ publish

@@ -55,6 +55,21 @@ _STORE_KEYS: Final = frozenset({
     "password_file", "token_env", "password_env", "ca", "tls_cert", "tls_key",
     "tls_server_name", "settings",
 })  # fmt: skip
+_TOML_KEY: Final = {
+    "tls.ca_file": "ca", "tls.cert_file": "tls_cert", "tls.key_file": "tls_key",
+    "tls.server_name": "tls_server_name", "token": "token_file", "password": "password_file",
+}  # fmt: skip
+"""The store table's key for each StoreSpec input whose key is not the field's own name."""
+
+
+def _store_key(where: str, field: str) -> str:
+    """A store input as the settings file spells it (``[stores.x].auth_role``), for the
+    store's :class:`~dynconf.errors.Refusal`; a setting is a key of its ``settings`` table."""
+    if field.startswith("extra."):
+        return f"{where}.settings.{field.removeprefix('extra.')}"
+    return f"{where}.{_TOML_KEY.get(field, field)}"
+
+
 _STRING_FIELDS: Final = (
     "endpoint", "key", "section", "auth", "auth_mount", "auth_role", "auth_username",
     "auth_token_path", "namespace", "ref", "api_url", "ssh_key",
@@ -436,8 +451,8 @@ class _Parser:
             password=password or (_PLACEHOLDER if password_file else None),
             extra=dict(settings),
         )
-        for reason in store_type.validate(spec):
-            self.refuse(f"{where}: {reason}")
+        for refusal in store_type.refusals(spec):
+            self.refuse(f"{where}: {refusal.render(lambda name: _store_key(where, name))}")
         return StoreSettings(
             spec=spec if not (token_file or password_file) else _without_placeholders(spec),
             token_file=token_file,
