@@ -16,8 +16,10 @@ tables:
 - optionally ``OPT_IN: list[str]`` -- installers a bare ``install`` runs only with
   ``DYNCONF_E2E=1`` (the node and the images: minutes of building that only the end-to-end
   tests need); naming them always installs them.
-- optionally ``SLOW: list[str]`` -- installers ``install --background`` hands to the background
-  worker (``background.py``), in this order after the slow ones of earlier areas.
+- optionally ``SLOW: dict[str, int]`` -- installers ``install --background`` hands to the
+  background worker (``background.py``), each with its rank in the worker's build order (lowest
+  first, across every area): what the end-to-end ladder needs comes first, since its tests are
+  the longest stretch of the suite, then the tools a few tests use.
 
 The dispatcher merges them; ``start`` installs what a server needs first, so a developer can run
 ``scripts/testenv start vault`` (or a fixture can) on a machine where ``install`` never ran.
@@ -62,7 +64,7 @@ class Registry:
     store_servers: list[str] = field(default_factory=list)
     stoppers: dict[str, Callable[[Context], None]] = field(default_factory=dict)
     opt_in: list[str] = field(default_factory=list)
-    slow: list[str] = field(default_factory=list)
+    slow_ranks: dict[str, int] = field(default_factory=dict)
 
     def add(self, area: str, module: ModuleType) -> None:
         self.installers.update(getattr(module, "INSTALLERS", {}))
@@ -71,10 +73,15 @@ class Registry:
         self.needs.update(getattr(module, "NEEDS", {}))
         self.stoppers.update(getattr(module, "STOPPERS", {}))
         self.opt_in.extend(getattr(module, "OPT_IN", []))
-        self.slow.extend(getattr(module, "SLOW", []))
+        self.slow_ranks.update(getattr(module, "SLOW", {}))
         if area == "stores":
             self.store_servers.extend(servers)
         self.store_servers.extend(getattr(module, "STORE_SERVERS", []))
+
+    @property
+    def slow(self) -> list[str]:
+        """The background worker's build order."""
+        return sorted(self.slow_ranks, key=self.slow_ranks.__getitem__)
 
     def needed(self, server: str) -> list[str]:
         if server in self.needs:

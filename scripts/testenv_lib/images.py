@@ -426,4 +426,4 @@ def install_images(ctx: Context) -> None:
 
 INSTALLERS: dict[str, Callable[[Context], None]] = {"images": install_images}
 OPT_IN: list[str] = ["images"]
-SLOW: list[str] = ["images"]
+SLOW: dict[str, int] = {"images": 50}

@@ -689,4 +689,4 @@ INSTALLERS: dict[str, Callable[[Context], None]] = {"node": install_node}
 SERVERS: dict[str, Callable[[Context], dict[str, str]]] = {"node": start_node}
 STOPPERS: dict[str, Callable[[Context], None]] = {"node": stop_node}
 OPT_IN: list[str] = ["node"]
-SLOW: list[str] = ["node"]
+SLOW: dict[str, int] = {"node": 40}

@@ -77,3 +77,9 @@ def test_a_bare_start_leaves_out_servers_still_building(ctx: Context) -> None:
     names = startable_now(ctx, load_registry())
     assert "vault-hashicorp" not in names
     assert "consul" in names
+
+
+def test_the_worker_builds_what_the_e2e_ladder_needs_before_the_tools_few_tests_use() -> None:
+    order = load_registry().slow
+    ladder = max(order.index(name) for name in ("kube", "helm", "node", "images"))
+    assert all(order.index(name) > ladder for name in ("promtool", "vault-hashicorp"))
