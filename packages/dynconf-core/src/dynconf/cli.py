@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from dynconf.budget import ledger
 from dynconf.errors import DynconfError
 from dynconf.logs import configure_logging, console_entry
 
@@ -211,7 +212,7 @@ def _cmd_render(args: argparse.Namespace) -> int:
     refusals = store.validate(spec)
     if refusals:
         raise SystemExit("dynconf: " + "; ".join(refusals))
-    driver = StoreDriver(store.build(spec))
+    driver = StoreDriver(store.build(spec), calls=ledger().for_spec(spec))
     import anyio
 
     anyio.run(_render_and_follow, driver, request, args.watch)

@@ -34,6 +34,7 @@ __all__ = [
     "ParseError",
     "Refusal",
     "RemoteError",
+    "ThrottledError",
     "TypeMismatchError",
     "error_for_kind",
 ]
@@ -255,6 +256,27 @@ class RemoteError(DynconfError):
     """A store could not be reached or answered with an error; retry with backoff."""
 
     kind = ErrorKind.REMOTE
+
+
+class ThrottledError(RemoteError):
+    """A store said "too many requests" or "unavailable, come back later" (HTTP 429 / 503).
+
+    Still a :class:`RemoteError` (retry with backoff), so every loop that retries remote
+    failures keeps doing so; ``retry_after`` is the wait the store asked for, in seconds, when
+    it named one (``Retry-After``), which the caller's call budget honours (capped) before
+    the store's next request.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        retry_after: float | None = None,
+        path: str = "",
+        origin: Origin | None = None,
+    ) -> None:
+        super().__init__(message, path=path, origin=origin)
+        self.retry_after = retry_after
 
 
 class AuthError(DynconfError):

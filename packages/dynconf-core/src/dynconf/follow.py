@@ -23,6 +23,13 @@ newest. What the consumer does with it is the consumer's business.
 A *one-shot* read (``DynamicConfig.init`` and ``refresh_remote``, the operator's render) goes
 through :func:`fetch_once` or :func:`fetch_once_async`, so "is this source async?" is asked
 here and nowhere else.
+
+Every read made here is also admitted and counted here, once, for every store: through the
+:class:`~dynconf.budget.StoreCalls` of its store and endpoint (the process's budget, a store's
+Retry-After, the ``*_store_requests_total`` counts). A watch's own requests happen inside the
+store's ``changes``; they are counted as the store reports them (``on_watching``: one answered
+call, ``on_failure``: one failed call), and a blocking store's watch thread waits out the
+budget in those hooks before its next request.
 """
 
 from __future__ import annotations
@@ -40,6 +47,7 @@ import anyio.lowlevel
 import anyio.to_thread
 from anyio.abc import TaskGroup
 
+from dynconf.budget import BudgetExceeded, StoreCalls, ledger
 from dynconf.concurrency import call_soon_in_loop, run_blocking
 from dynconf.errors import BackendError, DynconfError, Origin
 from dynconf.stores import (
@@ -60,6 +68,7 @@ __all__ = [
     "Follower",
     "Slot",
     "StoreDriver",
+    "calls_of",
     "fetch_once",
     "fetch_once_async",
 ]
@@ -120,11 +129,58 @@ class Slot:
         return item
 
 
-class StoreDriver:
-    """One built source, with fetch and watch callable from the event loop."""
+def store_name(source: RemoteSource | AsyncRemoteSource) -> str:
+    """The store a source belongs to, for its call account when the caller has no spec: the
+    store package's name (``dynconf_store_consul`` → ``consul``), else the class's."""
+    module = type(source).__module__.split(".")[0]
+    if module.startswith("dynconf_store_"):
+        return module.removeprefix("dynconf_store_")
+    if module == "dynconf":
+        return "file" if "file_store" in type(source).__module__ else "remote"
+    return type(source).__name__.lower()
 
-    def __init__(self, source: RemoteSource | AsyncRemoteSource) -> None:
+
+def calls_of(
+    source: RemoteSource | AsyncRemoteSource, calls: StoreCalls | None = None
+) -> StoreCalls:
+    """``calls``, else the process account of the source's store (endpoint unknown)."""
+    return calls if calls is not None else ledger().account(store_name(source))
+
+
+async def _counted_async(calls: StoreCalls, read: Callable[[], Awaitable[Answer]]) -> Answer:
+    await calls.admit_async()
+    try:
+        answer = await read()
+    except Exception as error:  # a cancelled read was not answered: not counted
+        calls.record(error)
+        raise
+    calls.record(answer)
+    return answer
+
+
+def _counted(calls: StoreCalls, read: Callable[[], Answer]) -> Answer:
+    calls.admit_blocking()
+    try:
+        answer = read()
+    except Exception as error:  # a cancelled read was not answered: not counted
+        calls.record(error)
+        raise
+    calls.record(answer)
+    return answer
+
+
+class StoreDriver:
+    """One built source, with fetch and watch callable from the event loop.
+
+    ``calls`` is the account every read of the source is admitted and counted in (the
+    caller's, from its spec: :meth:`dynconf.budget.CallLedger.for_spec`).
+    """
+
+    def __init__(
+        self, source: RemoteSource | AsyncRemoteSource, *, calls: StoreCalls | None = None
+    ) -> None:
         self.source = source
+        self.calls = calls_of(source, calls)
         self.is_async = is_async_source(source)
         self.capability: WatchCapability = source.capability
         self.reports_watching = hasattr(source, "on_watching")
@@ -149,11 +205,16 @@ class StoreDriver:
         return value if isinstance(value, bool) else None
 
     async def fetch(self) -> Answer:
+        """One read, admitted by the budget and counted."""
         if self.is_async:
             source_async: AsyncRemoteSource = self.source  # type: ignore[assignment]
-            return await source_async.fetch()
+            return await _counted_async(self.calls, source_async.fetch)
         source: RemoteSource = self.source  # type: ignore[assignment]
-        return await anyio.to_thread.run_sync(source.fetch, abandon_on_cancel=True)
+
+        async def read() -> Answer:
+            return await anyio.to_thread.run_sync(source.fetch, abandon_on_cancel=True)
+
+        return await _counted_async(self.calls, read)
 
     async def watch(self, interval: float, deliver: Callable[[Delivery], None]) -> None:
         """Run the store's ``changes`` until it ends; raises what it raised."""
@@ -211,16 +272,22 @@ class AsyncSourceError(BackendError):
     """A blocking read was asked of an async source that must stay on its own event loop."""
 
 
-def fetch_once(source: RemoteSource | AsyncRemoteSource, *, close: bool = False) -> Answer:
+def fetch_once(
+    source: RemoteSource | AsyncRemoteSource,
+    *,
+    close: bool = False,
+    calls: StoreCalls | None = None,
+) -> Answer:
     """One read of ``source`` from blocking code (no event loop runs in this thread).
 
     A blocking source is called here. An async source is read only when this read is its
     client's whole life (``close``): it then runs on an event loop of its own and is closed
     there. Otherwise its client belongs to the loop that will go on using it, and
     :class:`AsyncSourceError` says to use :func:`fetch_once_async` from that loop.
-    ``close`` releases the client after the read, whatever the read did.
+    ``close`` releases the client after the read, whatever the read did. ``calls`` is the
+    account the read is admitted and counted in (default: the source's store's).
     """
-    driver = StoreDriver(source)
+    driver = StoreDriver(source, calls=calls)
     if driver.is_async:
         if not close:
             raise AsyncSourceError(
@@ -228,31 +295,40 @@ def fetch_once(source: RemoteSource | AsyncRemoteSource, *, close: bool = False)
                 "with the async call",
                 origin=Origin.remote(driver.describe()),
             )
-        return anyio.run(_fetch_async_and_close, cast(AsyncRemoteSource, source))
+        return anyio.run(_fetch_async_and_close, driver)
     blocking = cast(RemoteSource, source)
     try:
-        return blocking.fetch()
+        return _counted(driver.calls, blocking.fetch)
     finally:
         if close:
             blocking.close()
 
 
 async def fetch_once_async(
-    source: RemoteSource | AsyncRemoteSource, *, executor: Executor | None = None
+    source: RemoteSource | AsyncRemoteSource,
+    *,
+    executor: Executor | None = None,
+    calls: StoreCalls | None = None,
 ) -> Answer:
     """One read of ``source`` from the event loop: an async source is awaited here, a
     blocking one runs off the loop (:func:`dynconf.concurrency.run_blocking`, on
-    ``executor`` or the process default)."""
-    if StoreDriver(source).is_async:
-        return await cast(AsyncRemoteSource, source).fetch()
-    return await run_blocking(cast(RemoteSource, source).fetch, executor=executor)
+    ``executor`` or the process default); admitted and counted in ``calls``."""
+    driver = StoreDriver(source, calls=calls)
+    if driver.is_async:
+        return await _counted_async(driver.calls, cast(AsyncRemoteSource, source).fetch)
+    blocking = cast(RemoteSource, source)
+
+    async def read() -> Answer:
+        return await run_blocking(blocking.fetch, executor=executor)
+
+    return await _counted_async(driver.calls, read)
 
 
-async def _fetch_async_and_close(source: AsyncRemoteSource) -> Answer:
+async def _fetch_async_and_close(driver: StoreDriver) -> Answer:
     try:
-        return await source.fetch()
+        return await driver.fetch()
     finally:
-        await StoreDriver(source).close()
+        await driver.close()
 
 
 class FollowEvents:
@@ -393,11 +469,31 @@ class Follower:
     def _hook_failed(self, error: BaseException) -> None:
         self.healthy = False
         self.events.watch_failed()
+        self._watch_call(error)
 
     def _hook_watching(self) -> None:
         self.healthy = True
         self.events.watching()
         self._signal_observed()
+        self._watch_call(None)
+
+    def _watch_call(self, error: BaseException | None) -> None:
+        """Count one of the watch's own calls; a blocking watch waits out the budget here.
+
+        The hook runs where the store's watch runs: on a blocking store's watch thread the
+        wait delays its next request (the loop is not blocked); on the loop it only counts.
+        """
+        calls = self.driver.calls
+        if error is None:
+            calls.count("ok")
+        else:
+            calls.record(error)
+        if threading.get_ident() == self._loop_thread:
+            return
+        try:
+            calls.admit_blocking()
+        except BudgetExceeded:
+            return  # counted and logged; the store's own pace spaces its retries
 
     def _signal_observed(self) -> None:
         """Set the current watch's observed event from whichever thread the source reports on."""

@@ -26,10 +26,11 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from dynconf.budget import CallLedger, ledger
 from dynconf.config import DynamicConfig
 from dynconf.metric_samples import METRIC_NAMES, SERIES, samples
 
-__all__ = ["METRIC_NAMES", "ConfigCollector"]
+__all__ = ["METRIC_NAMES", "ConfigCollector", "StoreRequestsCollector"]
 
 _Family = CounterMetricFamily | GaugeMetricFamily
 
@@ -65,3 +66,27 @@ class ConfigCollector(Collector):
         for sample in samples(self._configs):
             f[sample.series].add_metric(list(sample.labels), sample.value)
         yield from (family for family in f.values() if family.samples)
+
+
+class StoreRequestsCollector(Collector):
+    """``<prefix>_store_requests_total{store,endpoint,outcome}``: the process's store calls.
+
+    Read from the process's :class:`~dynconf.budget.CallLedger` at scrape; each component
+    registers it once with its own prefix (``dynamic_config_agent``, ``dynamic_config_operator``,
+    ``dynamic_config_node_agent``, ``dynconf_server``; ``dynamic_config`` for an application
+    using :class:`~dynconf.config.DynamicConfig`). No sample before a store is first called.
+    """
+
+    def __init__(self, prefix: str, calls: CallLedger | None = None) -> None:
+        self._name = f"{prefix}_store_requests"
+        self._ledger = calls
+
+    def collect(self) -> Iterator[Metric]:
+        family = CounterMetricFamily(
+            self._name,
+            "Calls made to a store, by store, endpoint (scheme://host:port) and outcome.",
+            labels=["store", "endpoint", "outcome"],
+        )
+        for store, endpoint, outcome, count in (self._ledger or ledger()).samples():
+            family.add_metric([store, endpoint, outcome], count)
+        yield family

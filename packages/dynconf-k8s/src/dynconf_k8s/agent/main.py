@@ -23,6 +23,7 @@ import anyio
 import anyio.to_thread
 import prometheus_client
 
+from dynconf.budget import ledger
 from dynconf.errors import DynconfError, MissingError
 from dynconf.follow import StoreDriver
 from dynconf.logs import configure_logging, console_entry
@@ -152,7 +153,7 @@ def run(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = N
         )
 
     def build() -> StoreDriver:
-        return StoreDriver(store.build(settings.spec))
+        return StoreDriver(store.build(settings.spec), calls=ledger().for_spec(settings.spec))
 
     tracing = tracing_from_env(env)
     try:

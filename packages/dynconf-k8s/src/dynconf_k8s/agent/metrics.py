@@ -4,7 +4,8 @@
 the published fingerprint, the last acknowledgement); the metrics port reads it. The series
 come out in the contract's order through a prometheus-client collector, followed by the shared
 reconcile histogram and ``reconcile_failures_total`` (always zero here; the operator counts
-it). Gauges that are a function of time — ``staleness_seconds``, ``unapplied_seconds``,
+it), then our own ``store_requests_total`` (:class:`dynconf.metrics.StoreRequestsCollector`).
+Gauges that are a function of time — ``staleness_seconds``, ``unapplied_seconds``,
 ``applied`` — are computed at scrape, so a stalled loop cannot freeze them.
 """
 
@@ -20,6 +21,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from dynconf.metrics import StoreRequestsCollector
 from dynconf_k8s.metrics_port import CONTENT_TYPE
 
 __all__ = ["CONTENT_TYPE", "PREFIX", "SERIES", "AgentState", "AgentMetrics"]
@@ -183,6 +185,7 @@ class AgentMetrics:
             "Reconciles that failed (the operator's; zero in the agent).",
             registry=self.registry,
         )
+        self.registry.register(StoreRequestsCollector(PREFIX))
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

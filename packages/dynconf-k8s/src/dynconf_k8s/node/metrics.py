@@ -2,10 +2,12 @@
 
 ``dynamic_config_node_agent_documents`` counts the documents being watched and
 ``dynamic_config_node_agent_readers`` the volumes reading them; when the two are equal nothing
-is being shared and a sidecar per pod would have cost the same. The port is the agent's
-(:mod:`dynconf_k8s.metrics_port`, ``DYNAMIC_CONFIG_METRICS_ADDR``): ``/healthz`` answers
-while the process lives, ``/readyz`` once the CSI socket is serving, and every other request
-gets the exposition — the contract's "answers every request with the gauges".
+is being shared and a sidecar per pod would have cost the same.
+``dynamic_config_node_agent_store_requests_total{store,endpoint,outcome}`` counts the calls all
+those documents made, one budget per store and endpoint (:mod:`dynconf.budget`).
+The port is the agent's (:mod:`dynconf_k8s.metrics_port`, ``DYNAMIC_CONFIG_METRICS_ADDR``):
+``/healthz`` answers while the process lives, ``/readyz`` once the CSI socket is serving, and
+every other request gets the exposition — the contract's "answers every request with the gauges".
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import anyio
 from anyio.abc import TaskStatus
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
 
+from dynconf.metrics import StoreRequestsCollector
 from dynconf_k8s.metrics_port import CONTENT_TYPE, serve_port
 
 __all__ = ["CONTENT_TYPE", "DOCUMENTS", "READERS", "NodeMetrics", "serve_metrics"]
@@ -44,6 +47,7 @@ class NodeMetrics:
         Gauge(READERS, "Pod volumes reading those documents.", registry=self.registry).set_function(
             readers
         )
+        self.registry.register(StoreRequestsCollector("dynamic_config_node_agent"))
         self.ready = ready
 
     def exposition(self) -> bytes:

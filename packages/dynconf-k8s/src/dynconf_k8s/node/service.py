@@ -26,6 +26,7 @@ import anyio.to_thread
 import grpc
 from google.protobuf.message import Message
 
+from dynconf.budget import ledger
 from dynconf.errors import DynconfError
 from dynconf.follow import StoreDriver
 from dynconf.plugins import Registry
@@ -101,7 +102,7 @@ class NodeAgent:
 
     def _build(self, volume: VolumeSpec) -> StoreDriver:
         spec = replace(volume.store, state_dir=str(self.store_state_dir))
-        return StoreDriver(self._store(volume).build(spec))
+        return StoreDriver(self._store(volume).build(spec), calls=ledger().for_spec(spec))
 
     @property
     def store_state_dir(self) -> Path:

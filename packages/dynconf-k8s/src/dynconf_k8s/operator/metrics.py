@@ -5,7 +5,8 @@ target current, written or not), ``render_failures_total`` (class, store or rend
 ``last_render_timestamp_seconds``, ``reconcile_duration_seconds`` (histogram, 0.01…60 s) and
 ``reconcile_failures_total`` (every failed reconcile, API refusals included), and with restarts
 on, ``restarts_total`` (rollouts started) and ``restart_failures_total`` (rollout patches
-refused). Only the leader
+refused), and ``store_requests_total{store,endpoint,outcome}`` (every store call, from the
+process's :mod:`dynconf.budget` ledger). Only the leader
 reconciles, so a follower's series stay flat. ``/healthz`` answers while the process lives and
 ``/readyz`` is always ready: a follower is healthy, and the Render status carries readiness.
 """
@@ -24,6 +25,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
+from dynconf.metrics import StoreRequestsCollector
 from dynconf_k8s.metrics_port import CONTENT_TYPE
 
 __all__ = [
@@ -83,6 +85,7 @@ class OperatorMetrics:
             "Rollout patches the API server refused.",
             registry=self.registry,
         )
+        self.registry.register(StoreRequestsCollector(PREFIX))
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

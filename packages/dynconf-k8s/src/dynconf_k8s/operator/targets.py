@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from dynconf.budget import ledger
 from dynconf.errors import InvalidError, MissingError, Origin
 from dynconf.follow import fetch_once
 from dynconf.pipeline import RenderRequest, env_entries, prepare, verbatim_entries
@@ -127,7 +128,7 @@ def fetch_document(store: StoreSpec) -> Fetched:
     The read is :func:`dynconf.follow.fetch_once`'s, whether the client blocks or is async.
     """
     source = default_registry().store(store.source).build(store)
-    answer = fetch_once(source, close=True)
+    answer = fetch_once(source, close=True, calls=ledger().for_spec(store))
     if isinstance(answer, Absent):
         raise MissingError(
             "the document is not in the store; write it there first or fix the Render's key",

@@ -42,6 +42,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
+from dynconf.metrics import StoreRequestsCollector
 from dynconf.plugins import Registry
 from dynconf.tracing import Span, Tracing
 from dynconf_store_configserver.names import is_name
@@ -78,6 +79,7 @@ class _Metrics:
         self.subscribers = Gauge(
             "dynconf_server_stream_subscribers", "Open change streams.", registry=self.registry
         )
+        self.registry.register(StoreRequestsCollector("dynconf_server"))
 
 
 class _SectionCollector:

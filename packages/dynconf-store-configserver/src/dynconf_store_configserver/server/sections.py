@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
+from dynconf.budget import ledger
 from dynconf.document import Document, deep_merge, fingerprint
 from dynconf.errors import DynconfError
 from dynconf.follow import Follower, FollowEvents, Slot, StoreDriver
@@ -119,7 +120,8 @@ class Documents:
         for section in self.sections.values():
             for store in section.settings.stores:
                 spec = store.resolved_spec()
-                feed = StoreFeed(store, StoreDriver(self.registry.store(spec.source).build(spec)))
+                source = self.registry.store(spec.source).build(spec)
+                feed = StoreFeed(store, StoreDriver(source, calls=ledger().for_spec(spec)))
                 section.feeds.append(feed)
                 assert feed.driver is not None
                 feed.last = await feed.driver.fetch()
