@@ -89,11 +89,12 @@ def parse_budget(text: str, where: str = "the store budget") -> Budget | None:
     form = 'the form is "RATE" or "RATE/BURST" (requests per second, e.g. 10/20), or "off"'
     try:
         rate = float(rate_text)
-        burst = int(burst_text) if slash else max(1, int(rate))
+        burst = int(burst_text) if slash else 0
     except ValueError:
         raise ValueError(f"{where} is not a budget; {form}") from None
-    if not rate > 0 or rate == float("inf") or burst < 1:
+    if not 0 < rate < float("inf") or (slash and burst < 1):
         raise ValueError(f"{where} needs a rate above zero and a burst of at least 1; {form}")
+    burst = burst if slash else max(1, int(rate))
     return Budget(rate, burst)
 
 

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from typing import ClassVar, Final
 
-from dynconf.errors import AuthError, DynconfError, Origin, RemoteError
+from dynconf.errors import AuthError, DynconfError, Origin, RemoteError, ThrottledError
 
 __all__ = ["STOP_SLICE", "SourceSupport", "report_failure", "report_watching"]
 
@@ -120,6 +120,15 @@ class SourceSupport:
     def remote_error(self, what: str) -> RemoteError:
         """A retryable store failure: ``"<subject> <what>"``, from this remote."""
         return RemoteError(f"{self.error_subject} {what}", origin=Origin.remote(self.describe()))
+
+    def throttled_error(self, what: str, retry_after: float | None = None) -> ThrottledError:
+        """The store asked us to slow down (429 / 503): retryable, and ``retry_after`` (the
+        seconds it named, if any) holds this store's next calls (:mod:`dynconf.budget`)."""
+        return ThrottledError(
+            f"{self.error_subject} {what}",
+            retry_after=retry_after,
+            origin=Origin.remote(self.describe()),
+        )
 
     def auth_error(self, what: str) -> AuthError:
         """A refused credential (ends the watch): ``"<subject> <what>"``, from this remote."""

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     import requests
 
 __all__ = [
+    "THROTTLE_STATUSES",
     "FOLLOW_REDIRECTS",
     "HTTP_SETTINGS",
     "USE_PROXY",
@@ -50,6 +51,7 @@ __all__ = [
     "note_ignored_proxy",
     "origin_of",
     "redirect_refusal",
+    "retry_after",
     "store_session",
 ]
 
@@ -64,6 +66,10 @@ PROXY_VARIABLES: Final = (
     "http_proxy", "https_proxy", "all_proxy", "grpc_proxy",
 )  # fmt: skip
 """The environment variables a client library may route through (requests, botocore, gRPC)."""
+
+THROTTLE_STATUSES: Final = frozenset({429, 503})
+"""Statuses that mean "too many requests" / "come back later": a store raises
+:class:`~dynconf.errors.ThrottledError` for them, which the call budget honours."""
 
 log = logging.getLogger("dynconf.store")
 _noted: set[str] = set()
@@ -102,6 +108,24 @@ def http_setting_refusals(store: str, settings: Mapping[str, str]) -> list[Refus
                         "leave it out to keep the default (off)")
             )  # fmt: skip
     return refusals
+
+
+def retry_after(value: str | None) -> float | None:
+    """Seconds a ``Retry-After`` header asks for (delay-seconds or an HTTP date), else None."""
+    if value is None or not value.strip():
+        return None
+    text = value.strip()
+    if text.isdigit():
+        return float(text)
+    from email.utils import parsedate_to_datetime
+
+    try:
+        when = parsedate_to_datetime(text)
+    except (TypeError, ValueError):
+        return None
+    import time
+
+    return max(0.0, when.timestamp() - time.time())
 
 
 def origin_of(url: str) -> str:

@@ -19,14 +19,14 @@ import json
 import logging
 import queue
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
 from dynconf.errors import AuthError, DynconfError, Origin
 from dynconf.sources import SourceSupport
-from dynconf.store_http import HttpPolicy, store_session
+from dynconf.store_http import HttpPolicy, retry_after, store_session
 from dynconf.stores import (
     ABSENT,
     Absent,
@@ -210,7 +210,7 @@ class ConfigServerSource(SourceSupport):
         except OSError as exc:
             raise self.remote_error(f"could not set up TLS ({type(exc).__name__})") from None
 
-    def _refusal(self, code: int) -> DynconfError | None:
+    def _refusal(self, code: int, headers: Mapping[str, str] | None = None) -> DynconfError | None:
         if code in (401, 403):
             return self.auth_error(
                 f"refused the credential ({code}); check the client token or the "
@@ -218,8 +218,11 @@ class ConfigServerSource(SourceSupport):
             )
         if code == 404:
             return None
+        wait = retry_after((headers or {}).get("Retry-After"))
         if code == 503:
-            return self.remote_error("has no document for the section yet (503); retrying")
+            return self.throttled_error("has no document for the section yet (503); retrying", wait)
+        if code == 429:
+            return self.throttled_error("is rate-limiting (429); retrying", wait)
         return self.remote_error(f"answered {code}; retrying")
 
     # ------------------------------------------------------------------ fetch
@@ -233,7 +236,7 @@ class ConfigServerSource(SourceSupport):
             if response.status_code == 404:
                 return ABSENT
             if response.status_code != 200:
-                error = self._refusal(int(response.status_code))
+                error = self._refusal(int(response.status_code), response.headers)
                 assert error is not None
                 raise error
             body = response.raw.read(MAX_BODY + 1, decode_content=True)
@@ -320,7 +323,7 @@ class ConfigServerSource(SourceSupport):
                 yield ABSENT
                 raise _StreamEnded("answered 404 for the stream; waiting for the section")
             if response.status_code != 200:
-                error = self._refusal(int(response.status_code))
+                error = self._refusal(int(response.status_code), response.headers)
                 assert error is not None
                 raise error
             self.connected = True

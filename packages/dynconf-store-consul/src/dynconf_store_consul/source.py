@@ -25,8 +25,9 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 from typing import Final
 
-from dynconf.errors import AuthError, DynconfError, Origin
+from dynconf.errors import AuthError, DynconfError, Origin, RemoteError
 from dynconf.sources import SourceSupport
+from dynconf.store_http import THROTTLE_STATUSES, retry_after
 from dynconf.stores import ABSENT, Absent, Fetched, Pace, layered, same_document
 from dynconf_store_consul.auth import Credential
 from dynconf_store_consul.plugin import ConsulStoreType
@@ -158,7 +159,7 @@ class ConsulSource(SourceSupport):
         if reply.code == 404:
             return ABSENT, new_index
         if reply.code != 200:
-            raise self.remote_error(f"answered {reply.code}; {_status_hint(reply.code)}")
+            raise self._failed(reply)
         text, modify_index = self._decode(reply.body)
         revision = new_index if new_index is not None else modify_index
         return Fetched(
@@ -182,14 +183,12 @@ class ConsulSource(SourceSupport):
         prefix = os.path.commonprefix([key for key, _ in self._keys])  # noqa: RUF071
         listing = self._authorised(params, path=f"/v1/kv/{prefix}")
         if listing.code not in (200, 404):
-            raise self.remote_error(f"answered {listing.code}; {_status_hint(listing.code)}")
+            raise self._failed(listing)
         new_index = listing.header_int("X-Consul-Index")
         operations = [{"KV": {"Verb": "get-tree", "Key": key}} for key, _ in self._keys]
         reply = self._authorised(dc, path="/v1/txn", method="PUT", body=json.dumps(operations))
         if reply.code != 200:
-            raise self.remote_error(
-                f"answered the read transaction with {reply.code}; {_status_hint(reply.code)}"
-            )
+            raise self._failed(reply, "the read transaction")
         try:
             results = json.loads(reply.body).get("Results") or []
         except (ValueError, AttributeError):
@@ -284,6 +283,14 @@ class ConsulSource(SourceSupport):
         text = self._value_text(value)
         modify = entry.get("ModifyIndex")
         return text, modify if isinstance(modify, int) else None
+
+    def _failed(self, reply: Reply, what: str = "") -> RemoteError:
+        """The error for a non-2xx answer: throttled for 429 / 503 (with its Retry-After)."""
+        said = f"answered {what} with {reply.code}" if what else f"answered {reply.code}"
+        message = f"{said}; {_status_hint(reply.code)}"
+        if reply.code in THROTTLE_STATUSES:
+            return self.throttled_error(message, retry_after(reply.headers.get("Retry-After")))
+        return self.remote_error(message)
 
     def __repr__(self) -> str:
         return f"ConsulSource({self.description!r})"

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from dynconf.errors import AuthError, DynconfError, Origin, RemoteError
 from dynconf.sources import SourceSupport
-from dynconf.store_http import HttpPolicy, store_session
+from dynconf.store_http import THROTTLE_STATUSES, HttpPolicy, retry_after, store_session
 from dynconf.stores import (
     ABSENT,
     Absent,
@@ -249,7 +249,9 @@ class EtcdSource(SourceSupport):
         body = _json(response)
         if response.status_code != 200:
             self._refuse_named_certificate(response)
-            raise _GatewayError(response.status_code, body)
+            raise _GatewayError(
+                response.status_code, body, retry_after(response.headers.get("Retry-After"))
+            )
         return body
 
     def _refuse_named_certificate(self, response: requests.Response) -> None:
@@ -445,7 +447,10 @@ class EtcdSource(SourceSupport):
         if error.code in (_UNAUTHENTICATED, _PERMISSION_DENIED):
             what = "refused the token" if error.code == _UNAUTHENTICATED else "denied access"
             return self.auth_error(f"{what} for the key; check the user's role grants read on it")
-        return self.remote_error(f"answered HTTP {error.status} (gRPC code {error.code})")
+        said = f"answered HTTP {error.status} (gRPC code {error.code})"
+        if error.status in THROTTLE_STATUSES:
+            return self.throttled_error(said, error.retry_after)
+        return self.remote_error(said)
 
     def _login_error(self, error: _GatewayError) -> DynconfError:
         if error.code == _FAILED_PRECONDITION and "not enabled" in error.message:
@@ -465,9 +470,10 @@ class EtcdSource(SourceSupport):
 class _GatewayError(Exception):
     """A non-200 gateway answer: its HTTP status, gRPC code and server message."""
 
-    def __init__(self, status: int, body: dict[str, Any]) -> None:
+    def __init__(self, status: int, body: dict[str, Any], retry_after: float | None = None) -> None:
         super().__init__(status)
         self.status = status
+        self.retry_after = retry_after
         self.code = _int(body.get("code", body.get("grpc_code")))
         self.message = str(body.get("message", body.get("error", "")))
 

@@ -26,9 +26,9 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Final
 from urllib.parse import parse_qsl
 
-from dynconf.errors import AuthError, DynconfError, Origin, RemoteError
+from dynconf.errors import AuthError, DynconfError, Origin, RemoteError, ThrottledError
 from dynconf.sources import SourceSupport
-from dynconf.store_http import HttpPolicy
+from dynconf.store_http import THROTTLE_STATUSES, HttpPolicy
 from dynconf.stores import (
     ABSENT,
     Absent,
@@ -239,9 +239,10 @@ class VaultSource(SourceSupport):
             hint = "the path does not accept this operation; check the key"
         else:
             hint = "retry later or check the server"
-        return RemoteError(
-            f"vault answered {path} with status {answer.status}: {hint}", origin=self._origin
-        )
+        message = f"vault answered {path} with status {answer.status}: {hint}"
+        if answer.status in THROTTLE_STATUSES:
+            return ThrottledError(message, retry_after=answer.retry_after, origin=self._origin)
+        return RemoteError(message, origin=self._origin)
 
     # -- KV v2 ----------------------------------------------------------------------------
 

@@ -18,7 +18,7 @@ from hvac.adapters import RawAdapter
 from requests.adapters import HTTPAdapter
 
 from dynconf.errors import Origin, RemoteError
-from dynconf.store_http import HttpPolicy, store_session
+from dynconf.store_http import HttpPolicy, retry_after, store_session
 from dynconf.stores import TlsSettings
 
 __all__ = ["Answer", "Transport"]
@@ -30,6 +30,8 @@ class Answer:
 
     status: int
     body: Mapping[str, Any]
+    retry_after: float | None = None
+    """Seconds a 429 / 503 asked for (``Retry-After``), when it named any."""
 
     @property
     def ok(self) -> bool:
@@ -147,7 +149,11 @@ class Transport:
                 "check the endpoint and the network",
                 origin=self._origin,
             ) from None
-        return Answer(response.status_code, _json_body(response))
+        return Answer(
+            response.status_code,
+            _json_body(response),
+            retry_after(response.headers.get("Retry-After")),
+        )
 
     def close(self) -> None:
         self._adapter.close()
