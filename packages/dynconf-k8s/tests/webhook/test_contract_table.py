@@ -52,7 +52,8 @@ def _pod(source: str, **annotations: str) -> dict[str, str]:
 PODS: dict[str, dict[str, str]] = {
     "consul": _pod("consul", endpoint="http://consul:8500", key="app/config.json",
                    path="/config/app.json", section="database", timeout="7",
-                   token_secret="consul-token/token", watch_seconds="30", file_mode="0640"),
+                   token_secret="consul-token/token", watch_seconds="30", file_mode="0640",
+                   store_budget="10/20"),
     "vault": _pod("vault", endpoint="https://vault:8200", key="secret/app",
                   path="/config/app.yaml", auth="kubernetes", auth_role="app",
                   auth_mount="k8s-east", namespace="team-a", ca_configmap="vault-ca",

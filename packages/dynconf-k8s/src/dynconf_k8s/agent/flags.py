@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from dynconf.budget import Budget, parse_budget
 from dynconf.errors import DynconfError
 from dynconf.limits import shown
 from dynconf.pipeline import RenderRequest
@@ -104,6 +105,7 @@ usage: dynamic-config-agent --source STORE [--endpoint ADDR] --key KEY --out PAT
   --canary FILE          cohort percentage file
   --events               write Warning Events on this pod (needs DYNAMIC_CONFIG_POD_NAME)
   --timeout S            per-fetch deadline (consul, vault, config-server, firestore)
+  --store-budget R[/B]   at most R calls a second to the store (burst B); off: unlimited
   --dynamic              vault dynamic secret (leases); --no-revoke-on-shutdown, --revoke-grace S
   --auth M  --auth-mount M  --auth-role R  --auth-username U  --auth-token-path F
   --namespace NS (vault)  --ref REF --ssh-key F (git)  --api-url URL (firestore, s3)
@@ -130,6 +132,15 @@ class UsageError(Exception):
         self.flag = flag
 
 
+def _store_budget(values: Mapping[str, str]) -> Budget | None:
+    if "--store-budget" not in values:
+        return None
+    try:
+        return parse_budget(values["--store-budget"], "--store-budget")
+    except ValueError as error:
+        raise UsageError(str(error), "--store-budget") from None
+
+
 @dataclass(frozen=True)
 class AgentSettings:
     """Everything the command line and environment decided, checked and typed."""
@@ -153,6 +164,8 @@ class AgentSettings:
     pod_name: str = "unnamed"
     pod_uid: str | None = None
     trust_files: tuple[str, ...] = field(default=())
+    store_budget: Budget | None = None
+    """The ceiling on calls to the store (``--store-budget``); ``None``: unlimited."""
 
     @property
     def watching(self) -> bool:
@@ -456,4 +469,5 @@ def parse_args(argv: Sequence[str], environ: Mapping[str, str] | None = None) ->
         pod_name=pod_name,
         pod_uid=env.get("DYNAMIC_CONFIG_POD_UID") or None,
         trust_files=tuple(trust),
+        store_budget=_store_budget(values),
     )

@@ -152,6 +152,9 @@ def run(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = N
             extra={"store": store.describe(settings.spec)},
         )
 
+    if settings.store_budget is not None:
+        ledger().configure({settings.source: settings.store_budget})
+
     def build() -> StoreDriver:
         return StoreDriver(store.build(settings.spec), calls=ledger().for_spec(settings.spec))
 

@@ -47,6 +47,7 @@ class Render:
     metrics_port: int | None = None
     tls_reload: bool = True
     timeout: int | None = None
+    store_budget: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

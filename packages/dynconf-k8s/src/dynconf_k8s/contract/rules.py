@@ -16,11 +16,13 @@ import re
 from collections.abc import Callable
 from typing import Final
 
+from dynconf.budget import parse_budget
 from dynconf.errors import TypeMismatchError
 from dynconf.units import parse_seconds_or_duration
 from dynconf_k8s.vocabulary import STORES
 
 __all__ = [
+    "parse_store_budget",
     "MODES",
     "STORES",
     "ConfigMapRef",
@@ -135,6 +137,16 @@ def parse_positive_seconds(text: str) -> int:
             "it to keep the store's own"
         )
     return seconds
+
+
+def parse_store_budget(text: str) -> str:
+    """A per-store call budget (``RATE``, ``RATE/BURST`` or ``off``), as the agent's flag
+    spells it; the grammar is :func:`dynconf.budget.parse_budget`'s, so both judge alike."""
+    try:
+        budget = parse_budget(text, "it")
+    except ValueError as error:
+        raise RuleError(str(error).removeprefix("it ")) from None
+    return "off" if budget is None else str(budget)
 
 
 def parse_duration_seconds(text: str) -> int:

@@ -163,6 +163,7 @@ def _store_args(plan: Plan, render: Render) -> list[str]:
     args += _row("tls-server-name", render.tls_server_name)
     args += _row("tls-skip-verify", render.tls_skip_verify)
     args += _row("file-mode", render.file_mode)
+    args += _row("store-budget", render.store_budget)
     if render.template_inline is not None:
         args += _row("template", render.template_inline)
     elif render.template_configmap is not None:
