@@ -104,6 +104,7 @@ def test_sidecar_rerenders_on_change_and_reports_27_series_in_order(
     assert names[27:] == [
         "dynamic_config_agent_reconcile_duration_seconds",
         "dynamic_config_agent_reconcile_failures",
+        "dynamic_config_agent_store_requests",
     ]
     assert "# TYPE dynamic_config_agent_renders_total counter" in text
     samples = process.scrape()
