@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from dynconf.stores import StoreSpec
 
 __all__ = [
+    "BUDGETS_ENV",
     "MAX_WAIT",
     "OUTCOMES",
     "RETRY_AFTER_CAP",
@@ -47,6 +48,7 @@ __all__ = [
     "CallLedger",
     "StoreCalls",
     "TokenBucket",
+    "budgets_from_env",
     "endpoint_label",
     "ledger",
     "outcome_of",
@@ -62,6 +64,10 @@ RETRY_AFTER_CAP: Final = 60.0
 """Longest a store's ``Retry-After`` holds its next calls, whatever it asked for."""
 LOG_EVERY: Final = 60.0
 """A store's budget hits are logged at most once per this many seconds."""
+
+BUDGETS_ENV: Final = "DYNAMIC_CONFIG_STORE_BUDGETS"
+"""The per-store budgets of a process that follows many documents (the operator, the node
+agent): ``consul=10/20, vault=5``. The chart sets it from the installation's ``perStore``."""
 
 _log = logging.getLogger("dynconf.budget")
 
@@ -348,6 +354,11 @@ class CallLedger:
             for outcome, count in calls.counts().items():
                 if count:
                     yield calls.store, calls.endpoint, outcome, count
+
+
+def budgets_from_env(env: Mapping[str, str]) -> dict[str, Budget]:
+    """The budgets :data:`BUDGETS_ENV` names (none when unset); :class:`ValueError` names it."""
+    return parse_budgets(env.get(BUDGETS_ENV, ""), BUDGETS_ENV)
 
 
 _LEDGER = CallLedger()

@@ -196,9 +196,22 @@ class NodeProcess:
         return {
             sample.name: sample.value
             for family in text_string_to_metric_families(text)
+            if family.type == "gauge"
             for sample in family.samples
             if sample.name.startswith("dynamic_config_node_agent_")
         }
+
+    def store_requests(self) -> list[tuple[dict[str, str], float]]:
+        """``dynamic_config_node_agent_store_requests_total``'s samples: (labels, value)."""
+        status, text = self.get("/metrics")
+        assert status == 200
+        return [
+            (dict(sample.labels), sample.value)
+            for family in text_string_to_metric_families(text)
+            if family.name == "dynamic_config_node_agent_store_requests"
+            for sample in family.samples
+            if sample.name.endswith("_total")
+        ]
 
     def stop(self) -> int:
         if self.client is not None:
@@ -227,9 +240,11 @@ class Node:
     def state_dir(self) -> Path:
         return self.root / "plugin" / "volumes"
 
-    def start(self, *args: str) -> NodeProcess:
+    def start(self, *args: str, env: dict[str, str] | None = None) -> NodeProcess:
         (self.root / "plugin").mkdir(exist_ok=True)
-        process = NodeProcess(self.socket, self.state_dir, ["--allow-file-source", *args])
+        process = NodeProcess(
+            self.socket, self.state_dir, ["--allow-file-source", *args], env=env or {}
+        )
         self.started.append(process)
         process.ready()
         return process

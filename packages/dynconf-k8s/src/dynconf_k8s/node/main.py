@@ -26,6 +26,7 @@ from typing import Final
 import anyio
 import grpc
 
+from dynconf.budget import budgets_from_env, ledger
 from dynconf.errors import DynconfError
 from dynconf.logs import configure_logging, console_entry
 from dynconf.tracing import Tracing, tracing_from_env
@@ -121,6 +122,10 @@ def parse_settings(argv: Sequence[str], environ: Mapping[str, str]) -> NodeSetti
     state_dir = Path(values.get("--state-dir") or socket.parent / "volumes")
     metrics = environ.get("DYNAMIC_CONFIG_METRICS_ADDR", "").strip()
     registration = _registration(values)
+    try:
+        budgets = budgets_from_env(environ)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
     return NodeSettings(
         node_id=node_id,
         socket=socket,
@@ -128,6 +133,7 @@ def parse_settings(argv: Sequence[str], environ: Mapping[str, str]) -> NodeSetti
         metrics_addr=_metrics_addr(metrics) if metrics else None,
         allow_file_source=allow_file,
         registration=registration,
+        store_budgets=budgets,
     )
 
 
@@ -163,6 +169,7 @@ async def serve(
 ) -> None:
     """Restore, serve the CSI socket (and the metrics port) until SIGTERM or SIGINT."""
     registry, lock_path = load_registry(environ)
+    ledger().configure(settings.store_budgets)
     async with anyio.create_task_group() as tg:
         agent = NodeAgent(
             settings,

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Final
@@ -26,7 +26,7 @@ import anyio.to_thread
 import grpc
 from google.protobuf.message import Message
 
-from dynconf.budget import ledger
+from dynconf.budget import Budget, ledger
 from dynconf.errors import DynconfError
 from dynconf.follow import StoreDriver
 from dynconf.plugins import Registry
@@ -71,6 +71,8 @@ class NodeSettings:
     """The embedded ``file`` store reads any path on the node as root: tests and demos only."""
     registration: RegistrationSettings | None = None
     """Serve the kubelet's plugin registration too (``--kubelet-registration-path``)."""
+    store_budgets: Mapping[str, Budget] = field(default_factory=dict)
+    """One budget per store, shared by every volume reading it (the budgets variable)."""
 
 
 class NodeAgent:

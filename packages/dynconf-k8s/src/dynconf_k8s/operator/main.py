@@ -32,6 +32,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from dynconf.budget import budgets_from_env, ledger
 from dynconf.logs import configure_logging, console_entry
 from dynconf.tracing import Tracing, tracing_from_env
 from dynconf_k8s.operator.crds import crds_json, write_crds
@@ -74,7 +75,8 @@ def run(environ: dict[str, str] | None = None) -> int:
     workers = max(1, int(env.get(WORKERS_ENV, "4") or "4"))
     try:
         restarts = restart_settings(env)
-    except SettingsError as error:
+        ledger().configure(budgets_from_env(env))
+    except (SettingsError, ValueError) as error:
         log.error("settings_refused", extra={"problem": str(error)})
         return 2
     stop = threading.Event()

@@ -1,0 +1,59 @@
+"""The operator's renders of one store share one call account and one budget."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from dynconf.budget import Budget, ledger
+from dynconf.stores import StoreSpec
+from dynconf_k8s.operator.metrics import OperatorMetrics
+from dynconf_k8s.operator.targets import fetch_document
+
+
+@pytest.fixture
+def two_specs(consul_server: Any) -> Iterator[tuple[StoreSpec, StoreSpec]]:
+    keys = [f"operator-budget/{uuid.uuid4().hex}.json" for _ in range(2)]
+    for key in keys:
+        consul_server.client.kv.put(key, json.dumps({"k": key}))
+    # the endpoint as one Render spells it, and another with a trailing path
+    yield (
+        StoreSpec(source="consul", endpoint=consul_server.url, key=keys[0]),
+        StoreSpec(source="consul", endpoint=consul_server.url.rstrip("/") + "/", key=keys[1]),
+    )
+    for key in keys:
+        consul_server.client.kv.delete(key)
+    ledger().configure({})
+
+
+def test_two_renders_of_one_store_share_one_bucket_and_are_counted(
+    two_specs: tuple[StoreSpec, StoreSpec],
+) -> None:
+    first, second = two_specs
+    calls = ledger().for_spec(first)
+    assert ledger().for_spec(second) is calls
+    ledger().configure({"consul": Budget(rate=10.0, burst=1)})
+    before = calls.counts()
+    started = time.monotonic()
+    for _ in range(3):
+        fetch_document(first)
+        fetch_document(second)
+    took = time.monotonic() - started
+    after = calls.counts()
+    assert after["ok"] - before["ok"] == 6
+    assert after["budget"] - before["budget"] == 5  # one bucket: the second Render waited too
+    assert took >= 5 / 10.0 * 0.9
+
+
+def test_operator_metrics_carry_the_store_requests(
+    two_specs: tuple[StoreSpec, StoreSpec],
+) -> None:
+    fetch_document(two_specs[0])
+    text = OperatorMetrics().exposition().decode()
+    assert "# TYPE dynamic_config_operator_store_requests_total counter" in text
+    assert 'dynamic_config_operator_store_requests_total{endpoint="http://127.0.0.1:' in text
