@@ -875,3 +875,38 @@ def test_webhook_memory_of_the_users_own_is_used_as_given(helm_bin: Path, tmp_pa
                    "webhook.resources.limits.memory=100Mi")  # fmt: skip
 
     assert _webhook_memory(docs) == ("32Mi", "100Mi")
+
+
+# ------------------------------------------------------------------------------ call budgets
+
+
+def test_per_store_budgets_reach_the_operator_and_node_agent_from_per_store(
+    helm_bin: Path, tmp_path: Path
+) -> None:
+    values = {
+        "operator": {"enabled": True},
+        "nodeAgent": {"enabled": True},
+        "agent": {"defaults": {"perStore": {
+            "vault": {"store-budget": "5!", "auth": "kubernetes"},
+            "consul": {"store-budget": "10/20"},
+            "s3": {"file-mode": "0640"},
+        }}},
+    }  # fmt: skip
+    docs = documents(helm_template(helm_bin, tmp_path, values=values).stdout)
+    budgets = []
+    for kind in ("Deployment", "DaemonSet"):
+        for workload in by_kind(docs, kind):
+            for container in workload["spec"]["template"]["spec"]["containers"]:
+                env = env_of(container)
+                if "DYNAMIC_CONFIG_OPERATOR_METRICS_ADDR" in env or "KUBE_NODE_NAME" in env:
+                    budgets.append(env.get("DYNAMIC_CONFIG_STORE_BUDGETS"))
+    assert budgets == ["consul=10/20, vault=5"] * 2  # the operator's and the node agent's
+
+
+def test_no_per_store_budget_sets_no_budget_variable(helm_bin: Path, tmp_path: Path) -> None:
+    values = {"operator": {"enabled": True}, "nodeAgent": {"enabled": True}}
+    docs = documents(helm_template(helm_bin, tmp_path, values=values).stdout)
+    for kind in ("Deployment", "DaemonSet"):
+        for workload in by_kind(docs, kind):
+            for container in workload["spec"]["template"]["spec"]["containers"]:
+                assert "DYNAMIC_CONFIG_STORE_BUDGETS" not in env_of(container)

@@ -189,3 +189,20 @@ ca: {{ $ca.Cert | b64enc }}
 {{- printf "- name: %s\n  value: %s" .name (toString .value | quote) | nindent (int .indent) -}}
 {{- end -}}
 {{- end -}}
+
+{{- /* The per-store call budgets the operator and the node agent take (DYNAMIC_CONFIG_STORE_BUDGETS),
+read off the one home of per-store settings: agent.defaults.perStore.<store>.store-budget (the
+map form; a pin or open marker is the webhook's business and is dropped here). */ -}}
+{{- define "dc.storeBudgets" -}}
+{{- $perStore := .Values.agent.defaults.perStore -}}
+{{- $out := list -}}
+{{- if kindIs "map" $perStore -}}
+{{- range $store := keys $perStore | sortAlpha -}}
+{{- $knobs := get $perStore $store -}}
+{{- if and (kindIs "map" $knobs) (hasKey $knobs "store-budget") -}}
+{{- $out = append $out (printf "%s=%s" $store (get $knobs "store-budget" | toString | trimSuffix "!" | trimSuffix "?")) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- join ", " $out -}}
+{{- end -}}
