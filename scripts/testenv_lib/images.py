@@ -327,6 +327,7 @@ def _install_tree(ctx: Context, prefix: str, key: str) -> Path:
         if (out / ".done").is_file():
             return out
         shutil.rmtree(out, ignore_errors=True)
+        out.parent.mkdir(parents=True, exist_ok=True)  # an empty cache has no install/ yet
         building = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=out.parent))
         building.chmod(0o755)  # it becomes the image's prefix, which its user must traverse
         try:
