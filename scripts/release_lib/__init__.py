@@ -122,6 +122,23 @@ def set_version(root: Path, version: str) -> dict[Path, str]:
     return edits
 
 
+def lock_with_version(lock: str, package: str, current: str, version: str) -> str:
+    """``uv.lock`` with the workspace member's one ``version`` line moved to ``version``.
+
+    Edited, not re-resolved: ``uv lock --offline`` would resolve the whole universal lock again,
+    which needs every platform's metadata in uv's cache (a fresh machine has only its own), and
+    a release must not change any other pin. ``uv lock --check`` then confirms the result.
+    """
+    name, old = re.escape(package), re.escape(current)
+    entry = re.compile(rf'(\nname = "{name}"\nversion = "){old}("\nsource = {{ editable)')
+    edited, count = entry.subn(rf"\g<1>{version}\g<2>", lock)
+    if count != 1:
+        raise ReleaseError(
+            f"uv.lock has no workspace entry for {package} {current}; run `uv lock` and commit it"
+        )
+    return edited
+
+
 def changelog_with_entry(text: str, version: str, date: str, *, where: str) -> str | None:
     """The changelog with a ``## [version]`` section: as it is (``None``), or with the
     Unreleased entries moved under a new dated heading; a refusal when there are none."""
@@ -211,7 +228,11 @@ def plan(repo: Path, package: str, version: str, *, date: str) -> Plan:
         release.edits.update(set_version(root, version))
         files = ", ".join(str(p.relative_to(repo)) for p in release.edits)
         release.notes.append(f"set the version of {package} {current} -> {version} in {files}")
-        release.notes.append("update uv.lock (uv lock --offline)")
+        lock = repo / "uv.lock"
+        release.edits[lock] = lock_with_version(
+            lock.read_text(encoding="utf-8"), package, current, version
+        )
+        release.notes.append("update uv.lock (its entry for the package; uv lock --check)")
     else:
         release.notes.append(f"keep the version {version} ({rel}/pyproject.toml has it)")
     changelog = root / "CHANGELOG.md"
@@ -240,26 +261,20 @@ def plan(repo: Path, package: str, version: str, *, date: str) -> Plan:
 def execute(repo: Path, release: Plan, uv: str) -> list[Path]:
     """Take the planned steps; a failed build puts the files back and tags nothing."""
     originals = {path: path.read_text(encoding="utf-8") for path in release.edits}
-    lock = repo / "uv.lock"
-    lock_text = lock.read_text(encoding="utf-8") if lock.is_file() else None
     try:
         for path, text in release.edits.items():
             path.write_text(text, encoding="utf-8")
         if release.version != release.current:
-            _uv(repo, uv, "lock", "--offline", "--quiet")
+            _uv(repo, uv, "lock", "--check", "--offline", "--quiet")
         shutil.rmtree(release.dist, ignore_errors=True)
         _uv(repo, uv, "build", "--package", release.package, "--offline", "--no-build-logs",
             "--sdist", "--wheel", "--out-dir", str(release.dist))  # fmt: skip
     except BaseException:
         for path, text in originals.items():
             path.write_text(text, encoding="utf-8")
-        if lock_text is not None:
-            lock.write_text(lock_text, encoding="utf-8")
         raise
     if release.edits:
         changed = [str(p.relative_to(repo)) for p in release.edits]
-        if lock_text is not None and lock.read_text(encoding="utf-8") != lock_text:
-            changed.append("uv.lock")
         _git(repo, "add", "--", *changed)
         _git(repo, "commit", "--quiet", "-m", f"Release {release.package} {release.version}")
     _git(repo, "tag", "-a", release.tag, "-m", f"{release.package} {release.version}")

@@ -186,9 +186,9 @@ def cmd_install(
         log(f"unknown component(s) {unknown}; known: {', '.join(registry.installers)}")
         return 2
     slow = [n for n in registry.slow if n in names] if in_background else []
-    failed = background.wait(ctx, names)
-    for problem in failed:
+    for problem in background.wait(ctx, names):  # this install decides: it runs them again
         log(problem)
+    failed: list[str] = []
     total = time.monotonic()
     for name in [n for n in names if n not in slow]:
         started = time.monotonic()

@@ -139,7 +139,7 @@ def test_dry_run_prints_every_step_and_takes_none(clone: Path, uv_bin: Uv) -> No
     assert result.stdout.splitlines() == [
         "release: would set the version of dynconf-store-etcd 0.1.0 -> 0.1.1 in "
         "packages/dynconf-store-etcd/pyproject.toml",
-        "release: would update uv.lock (uv lock --offline)",
+        "release: would update uv.lock (its entry for the package; uv lock --check)",
         "release: would move Unreleased into `## [0.1.1] - 2026-12-24` in "
         "packages/dynconf-store-etcd/CHANGELOG.md",
         "release: would build the sdist and wheel of dynconf-store-etcd alone into "
