@@ -27,6 +27,7 @@ from tests.fixtures.uv import Uv
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "tenth-store"
 TOKEN = "tenth-store-test-token"
+HEADER = "X-Config-Token"
 
 pytestmark = [pytest.mark.slow]
 
@@ -37,6 +38,8 @@ class Served:
 
     body: bytes = b'{"db": {"pool": 4}, "feature": true}'
     statuses: list[int] = field(default_factory=list)
+    credentials: list[str] = field(default_factory=list)
+    """Which header carried each request's token (``Authorization`` or ``X-Config-Token``)."""
     pending: bytes | None = None
     """Becomes the body after the second 304, so a watch sees quiet rounds, then a change."""
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -60,7 +63,11 @@ def _handler(served: Served) -> type[BaseHTTPRequestHandler]:
             self.wfile.write(body)
 
         def _answer(self) -> tuple[int, bytes]:
-            if self.headers.get("Authorization") != f"Bearer {TOKEN}":
+            if self.headers.get("Authorization") == f"Bearer {TOKEN}":
+                served.credentials.append("Authorization")
+            elif self.headers.get(HEADER) == TOKEN and "Authorization" not in self.headers:
+                served.credentials.append(HEADER)
+            else:
                 return 401, b"who are you"
             if self.path != "/documents/app.json":
                 return 404, b""
@@ -136,10 +143,11 @@ def _env(lock: Path) -> dict[str, str]:
 
 
 def _agent(
-    install: Install, lock: Path, endpoint: str, out: Path
+    install: Install, lock: Path, endpoint: str, out: Path, *more: str
 ) -> subprocess.CompletedProcess[str]:
     argv = [install.bin("dynamic-config-agent"), "--source", "http", "--endpoint", endpoint,
-            "--key", "app.json", "--auth", "token", "--out", str(out), "--one-shot"]  # fmt: skip
+            "--key", "app.json", "--auth", "token", "--out", str(out), "--one-shot",
+            *more]  # fmt: skip
     return subprocess.run(argv, capture_output=True, text=True, env=_env(lock), timeout=60)
 
 
@@ -230,3 +238,103 @@ def test_the_source_watches_by_conditional_get(server: tuple[str, Served]) -> No
     refused = HTTP_STORE.validate(StoreSpec(source="http", endpoint="ftp://x", key="a"))
     assert any("http:// or https://" in r for r in refused)
     assert any("no format extension" in r for r in refused)
+
+
+def test_the_agent_takes_the_stores_own_input_as_a_flag(
+    install: Install, server: tuple[str, Served], tmp_path: Path
+) -> None:
+    """``token_header`` is declared by the store alone; the locked agent takes ``--token-header``."""
+    endpoint, served = server
+    out = tmp_path / "app.json"
+    result = _agent(install, install.lock_with, endpoint, out, "--token-header", HEADER)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(out.read_text())["feature"] is True
+    assert served.credentials == [HEADER]
+
+    refused = _agent(install, install.lock_with, endpoint, out, "--token-header", "X Bad")
+    assert refused.returncode != 0
+    assert "--token-header is not an HTTP header name" in refused.stdout + refused.stderr
+    assert TOKEN not in refused.stdout + refused.stderr
+
+
+_FRONT_ENDS = """
+import base64, json, sys
+from dynconf.plugins import default_registry
+from dynconf_k8s.contract import parse_installation
+from dynconf_k8s.node.attributes import VolumeRefused, attribute_spelling, parse_volume
+from dynconf_k8s.webhook.admission import decide
+
+def admit(extra):
+    annotations = {"dynamic-config.rs/inject": "true", "dynamic-config.rs/source": "http",
+                   "dynamic-config.rs/endpoint": "https://config.example.com/documents",
+                   "dynamic-config.rs/key": "app.json", "dynamic-config.rs/auth": "token",
+                   "dynamic-config.rs/token-secret": "store/token",
+                   "dynamic-config.rs/path": "/config/app.json", **extra}
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "app",
+           "annotations": annotations}, "spec": {"containers": [{"name": "app", "image": "x"}]}}
+    review = {"request": {"uid": "u", "namespace": "default", "object": pod}}
+    response = decide(review, parse_installation({})).response["response"]
+    if not response["allowed"]:
+        return {"refused": response["status"]["message"]}
+    ops = json.loads(base64.b64decode(response["patch"]))
+    args = [op["value"]["args"] for op in ops if isinstance(op.get("value"), dict)
+            and op["value"].get("name") == "dynamic-config-agent"]
+    return {"args": args[0]}
+
+def publish(extra):
+    attributes = {"source": "http", "endpoint": "https://config.example.com/documents",
+                  "key": "app.json", "path": "app.json", "auth": "token", **extra}
+    try:
+        spec = parse_volume("/tmp/volume", attributes, {"token": "t"}).store
+    except VolumeRefused as error:
+        return {"refused": str(error)}
+    store = default_registry().store("http")
+    return {"extra": dict(spec.extra),
+            "refusals": [r.render(attribute_spelling) for r in store.refusals(spec)]}
+
+print(json.dumps({
+    "admitted": admit({"dynamic-config.rs/token-header": "X-Config-Token"}),
+    "refused": admit({"dynamic-config.rs/token-header": "X Bad"}),
+    "file_source": admit({"dynamic-config.rs/source": "file"}),
+    "published": publish({"token-header": "X-Config-Token"}),
+    "publish_refused": publish({"token-header": "X Bad"}),
+}))
+"""
+
+
+def test_the_webhook_and_the_node_agent_take_the_stores_own_input(install: Install) -> None:
+    """The annotation ``token-header`` and the volume attribute ``token-header`` exist because
+    the locked store declares the input: admitted into the agent's flags and judged by the
+    store in each front end's own words; the webhook admits ``source: http`` because the lock
+    carries it (and still refuses the embedded ``file``)."""
+    python = str(install.venv / "bin" / "python")
+    answered = subprocess.run([python, "-c", _FRONT_ENDS], capture_output=True, text=True,
+                              env=_env(install.lock_with), timeout=60)  # fmt: skip
+    assert answered.returncode == 0, answered.stderr
+    result = json.loads(answered.stdout.splitlines()[-1])
+    args = result["admitted"]["args"]
+    assert args[args.index("--token-header") + 1] == HEADER
+    assert result["refused"]["refused"].startswith(
+        "dynamic-config.rs/token-header is not an HTTP header name"
+    )
+    assert (
+        "use one of: consul, vault, config-server, firestore, git, redis, etcd, nats, s3, http"
+        in (result["file_source"]["refused"])
+    )
+    assert result["published"] == {"extra": {"token_header": HEADER}, "refusals": []}
+    assert result["publish_refused"]["refusals"] == [
+        'the volume attribute "token-header" is not an HTTP header name; use letters, digits '
+        "and -, e.g. X-Config-Token"
+    ]
+
+
+def test_without_the_store_its_input_is_no_annotation(install: Install) -> None:
+    """The same pod under a lock without the tenth store: the key is not part of the contract."""
+    python = str(install.venv / "bin" / "python")
+    script = (
+        "from dynconf_k8s.contract.registry import REGISTRY\nprint('token-header' in REGISTRY)\n"
+    )
+    env = _env(install.lock_without)
+    result = subprocess.run([python, "-c", script], capture_output=True, text=True, env=env,
+                            timeout=60, check=True)  # fmt: skip
+    assert result.stdout.strip() == "False"

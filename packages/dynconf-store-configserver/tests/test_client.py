@@ -66,7 +66,7 @@ def test_valid_specs_pass(fields):
     ({"auth_mount": "m"}, "takes no --auth-mount"),
     ({"tls": TlsSettings(ca_file="/ca.pem")}, "need an https://"),
     ({"endpoint": "https://c", "tls": TlsSettings(cert_file="/c.pem")}, "--tls-cert needs --tls-key"),
-    ({"extra": {"x": "y"}}, "x is not a config-server setting"),
+    ({"extra": {"x": "y"}}, "x is not a setting config-server reads"),
 ])  # fmt: skip
 def test_wrong_specs_are_refused_naming_the_fix(fields, fix):
     found = CONFIG_SERVER_STORE.validate(spec(**fields))

@@ -83,7 +83,7 @@ def test_valid_specs_pass(fields):
         ({"auth_token_path": "/t"}, "takes no --auth-token-path"),
         ({"tls": TlsSettings(ca_file="/ca.pem")}, "cannot honour --ca"),
         ({"tls": TlsSettings(skip_verify=True)}, "--tls-skip-verify"),
-        ({"extra": {"colour": "red"}}, "is not a firestore setting"),
+        ({"extra": {"colour": "red"}}, "is not a setting firestore reads"),
         ({"namespace": "ns"}, "--namespace is vault's"),
         ({"timeout": 0.0}, "positive number"),
     ],

@@ -7,6 +7,7 @@ reaches a request. ``build`` imports the client module, so listing plugins stays
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Final
 from urllib.parse import urlsplit
@@ -14,8 +15,8 @@ from urllib.parse import urlsplit
 from dynconf.errors import Refusal
 from dynconf.plugins import hookimpl
 from dynconf.stores import (
-    SETTING,
     AuthMethod,
+    StoreInput,
     StoreSpec,
     StoreType,
     StoreTypeBase,
@@ -45,6 +46,16 @@ AUTH_METHODS: Final[Mapping[str, AuthMethod]] = {
 }
 
 
+TOKEN_HEADER: Final = "token_header"  # noqa: S105 - an input name, not a credential
+"""The store's own input: the request header the token goes in. No :class:`StoreSpec` field
+holds it, so it is a setting input (``StoreSpec.extra``), and the agent (``--token-header``),
+the webhook (``dynamic-config.rs/token-header``) and the node agent (the volume attribute
+``token-header``) all take it from this declaration alone."""
+
+_HEADER_NAME: Final = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,64}")
+"""An HTTP field name (RFC 9110 token), at most 64 characters."""
+
+
 def document_url(endpoint: str, key: str) -> str:
     """The URL fetched: the endpoint (a base URL) joined with the key (a path under it)."""
     return f"{endpoint.rstrip('/')}/{key.lstrip('/')}"
@@ -72,6 +83,10 @@ class HttpStoreType(StoreTypeBase):
     capability = WatchCapability.CONDITIONAL
     auth_methods = AUTH_METHODS
     default_auth = "none"
+    inputs = (
+        StoreInput(TOKEN_HEADER, summary="the request header that carries the token, sent bare "
+                   "(default: Authorization, as Bearer)"),
+    )  # fmt: skip
 
     def credential_hint(self) -> str:
         return "DYNAMIC_CONFIG_AGENT_TOKEN or DYNAMIC_CONFIG_AGENT_PASSWORD"
@@ -140,10 +155,14 @@ class HttpStoreType(StoreTypeBase):
                 Refusal("auth_username", "{field} belongs to {field:auth=basic}",
                         "add it or remove the name")
             )  # fmt: skip
-        refusals.extend(
-            Refusal(f"{SETTING}{name}", "{field} is not an http setting", "http takes no settings")
-            for name in sorted(spec.extra)
-        )
+        header = spec.extra.get(TOKEN_HEADER)
+        if header is not None and method != "token":
+            refusals.append(Refusal(TOKEN_HEADER, f"{{field}} names where the token goes, but "
+                                    f"{{field:auth={method}}} sends none", "use {field:auth=token} "
+                                    "or remove it"))  # fmt: skip
+        elif header is not None and not _HEADER_NAME.fullmatch(header):
+            refusals.append(Refusal(TOKEN_HEADER, "{field} is not an HTTP header name",
+                                    "use letters, digits and -, e.g. X-Config-Token"))  # fmt: skip
         if spec.timeout is not None and spec.timeout <= 0:
             refusals.append(Refusal("timeout", "{field} must be a positive number of seconds "
                                     "for http"))  # fmt: skip
@@ -170,6 +189,7 @@ class HttpStoreType(StoreTypeBase):
             spec.tls,
             description=description,
             token=spec.token if method == "token" else None,
+            token_header=spec.extra.get(TOKEN_HEADER),
             basic=(spec.auth_username or "", spec.password or "") if method == "basic" else None,
             timeout=spec.timeout or DEFAULT_TIMEOUT,
         )

@@ -67,6 +67,7 @@ class HttpSource:
         *,
         description: str,
         token: str | None = None,
+        token_header: str | None = None,
         basic: tuple[str, str] | None = None,
         timeout: float = DEFAULT_TIMEOUT,
     ) -> None:
@@ -75,12 +76,15 @@ class HttpSource:
         self._format = format_name
         self._tls = tls
         self._description = description
-        self._authorization: str | None = None
-        if token:
-            self._authorization = f"Bearer {token}"
+        self._credential: tuple[str, str] | None = None
+        """The header that carries the credential, and its value (never logged)."""
+        if token and token_header:
+            self._credential = (token_header, token)
+        elif token:
+            self._credential = ("Authorization", f"Bearer {token}")
         elif basic is not None:
             pair = f"{basic[0]}:{basic[1]}".encode()
-            self._authorization = f"Basic {base64.b64encode(pair).decode('ascii')}"
+            self._credential = ("Authorization", f"Basic {base64.b64encode(pair).decode('ascii')}")
         self._timeout = timeout
         self._opener: urllib.request.OpenerDirector | None = None
 
@@ -125,8 +129,8 @@ class HttpSource:
         if self._opener is None:
             self._opener = self._build_opener()
         request = urllib.request.Request(self._url, method="GET")  # noqa: S310 - scheme checked
-        if self._authorization:
-            request.add_unredirected_header("Authorization", self._authorization)
+        if self._credential is not None:
+            request.add_unredirected_header(*self._credential)
         if marker is not None:
             name = "If-Modified-Since" if marker.startswith("date:") else "If-None-Match"
             request.add_header(name, marker.removeprefix("date:"))

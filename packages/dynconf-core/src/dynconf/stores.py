@@ -55,6 +55,7 @@ __all__ = [
     "Pace",
     "RemoteSource",
     "SETTING",
+    "SETTING_KINDS",
     "TLS_INPUTS",
     "SourceSupport",
     "COMMON_INPUTS",
@@ -79,6 +80,7 @@ __all__ = [
     "report_failure",
     "report_watching",
     "same_document",
+    "setting_inputs",
     "toml_spelling",
 ]
 
@@ -693,17 +695,41 @@ def credential_from_file(path: str | os.PathLike[str]) -> str:
 class StoreInput:
     """An input a store declares beyond the common spec: its field, its kind, secret or not.
 
-    The field is a :class:`StoreSpec` field (``ref``, ``api_url``); a store that does not
-    declare one refuses it when set, and the refusal names the stores that do. Which auth
-    method needs which input is the :class:`AuthMethod`'s ``needs`` (the one home of it).
+    Either a :class:`StoreSpec` field (``ref``, ``api_url``), or, for an input no field
+    holds (a tenth store's ``token_header``), a *setting input*: carried in
+    ``StoreSpec.extra`` under its own name and accepted by every front end in its own
+    spelling (``--token-header``, ``dynamic-config.rs/token-header``, the volume attribute
+    ``token-header``, ``token_header =`` in TOML, ``token_header=`` in Python), with no row
+    added anywhere. A store that does not declare an input refuses it when set, and the
+    refusal names the stores that do. Which auth method needs which input is the
+    :class:`AuthMethod`'s ``needs`` (the one home of it).
     """
 
     name: str
     kind: str = "text"
-    """``text``, ``url``, ``path`` (a file the caller mounts), ``switch`` or ``list``."""
+    """``text``, ``url``, ``path`` (a file the caller mounts), ``switch`` or ``list``; a
+    setting input is ``text``, ``url``, ``path`` or ``switch`` (``true``/``false``)."""
     secret: bool = False
-    """Whether the value is a credential (never quoted, never an argument)."""
+    """Whether the value is a credential (never quoted, never an argument). A setting input
+    cannot be secret: front ends pass settings as arguments, so a store takes a credential
+    as ``token`` or ``password``, or as a ``path`` to a file the caller mounts."""
     summary: str = ""
+
+    @property
+    def is_setting(self) -> bool:
+        """Whether no :class:`StoreSpec` field holds it, so ``StoreSpec.extra`` carries it."""
+        return self.name not in _SPEC_FIELDS
+
+
+_SPEC_FIELDS: Final = frozenset(spec_field.name for spec_field in fields(StoreSpec))
+
+SETTING_KINDS: Final = ("text", "url", "path", "switch")
+"""The kinds a setting input may be: what every front end can pass as one argument."""
+
+
+def setting_inputs(store: StoreType | StoreTypeBase) -> tuple[StoreInput, ...]:
+    """The store's declared inputs that ``StoreSpec.extra`` carries (see :class:`StoreInput`)."""
+    return tuple(declared for declared in store.inputs if declared.is_setting)
 
 
 COMMON_INPUTS: Final = frozenset(
@@ -769,6 +795,17 @@ def _declares(store: StoreType | StoreTypeBase, name: str) -> bool:
     return any(declared.name == name for declared in store.inputs)
 
 
+def _owners(name: str) -> list[str]:
+    """The loaded stores that declare an input, for a refusal that says whose it is."""
+    from dynconf.plugins import default_registry  # plugins imports this module
+
+    stores = default_registry().stores.values()
+    return sorted(store.name for store in stores if _declares(store, name))
+
+
+_SWITCH_WORDS: Final = frozenset({"true", "false", "yes", "no", "1", "0", "on", "off"})
+
+
 class StoreTypeBase:
     """Shared validation for store types: subclasses declare, then add their own rules.
 
@@ -786,6 +823,9 @@ class StoreTypeBase:
 
     inputs: tuple[StoreInput, ...] = ()
     """The store's own inputs beyond :data:`COMMON_INPUTS` (git's ``ref``, s3's ``api_url``)."""
+    settings: tuple[str, ...] = ()
+    """The ``StoreSpec.extra`` keys the store reads that no front end spells (``format``,
+    consul's ``datacenter``); any other key that is not a setting input is refused here."""
 
     def validate(self, spec: StoreSpec) -> list[str]:
         """Every refusal, each a sentence in the agent's flag vocabulary."""
@@ -798,6 +838,7 @@ class StoreTypeBase:
         """
         return [
             *self._foreign_inputs(spec),
+            *self._setting_input_refusals(spec),
             *self._method_refusals(spec),
             *spec.tls.problems(),
             *http_setting_refusals(self.name, spec.extra),
@@ -805,17 +846,55 @@ class StoreTypeBase:
         ]
 
     def _foreign_inputs(self, spec: StoreSpec) -> list[Refusal]:
-        from dynconf.plugins import default_registry  # plugins imports this module
-
+        """Inputs this store does not take: another store's field, or a setting it does not
+        read (another store's setting input, or a name nobody declares)."""
         out: list[Refusal] = []
         for spec_field in fields(StoreSpec):
             name = spec_field.name
             if name in COMMON_INPUTS or _declares(self, name) or not getattr(spec, name):
                 continue
-            stores = default_registry().stores.values()
-            owners = sorted(store.name for store in stores if _declares(store, name))
-            problem = f"is {' and '.join(owners)}'s" if owners else f"is no {self.name} input"
-            out.append(Refusal(name, problem, f"remove it for a {self.name} source"))
+            out.append(self._foreign(name))
+        mine = (*self.settings, *(declared.name for declared in setting_inputs(self)))
+        for name in sorted(set(spec.extra) - set(mine)):
+            if _owners(name):
+                out.append(self._foreign(name))
+                continue
+            known = ", ".join(mine)
+            fix = f"use one of: {known}" if known else f"{self.name} takes no settings"
+            out.append(Refusal(f"{SETTING}{name}", f"{{field}} is not a setting {self.name} "
+                               "reads", fix))  # fmt: skip
+        return out
+
+    def _foreign(self, name: str) -> Refusal:
+        owners = _owners(name)
+        problem = f"is {' and '.join(owners)}'s" if owners else f"is no {self.name} input"
+        return Refusal(name, problem, f"remove it for a {self.name} source")
+
+    def _setting_input_refusals(self, spec: StoreSpec) -> list[Refusal]:
+        """A declared setting input's value judged by its kind (a switch is true or false, a
+        url names its scheme), so no front end and no store repeats the check."""
+        out: list[Refusal] = []
+        for declared in setting_inputs(self):
+            value = spec.extra.get(declared.name)
+            if value is None:
+                continue
+            if not value.strip() or any(not char.isprintable() for char in value):
+                out.append(
+                    Refusal(
+                        declared.name,
+                        "{field} is empty or holds a control character",
+                        "give one line of text or leave it out",
+                    )
+                )
+            elif declared.kind == "switch" and value.strip().lower() not in _SWITCH_WORDS:
+                out.append(Refusal(declared.name, "{field} must be true or false",
+                                   "leave it out to keep the default"))  # fmt: skip
+            elif declared.kind == "url" and "://" not in value:
+                out.append(Refusal(declared.name, "{field} must be a URL with its scheme",
+                                   "write it as https://host[:port]"))  # fmt: skip
+            elif declared.kind == "path" and not value.startswith("/"):
+                out.append(Refusal(declared.name, "{field} must be an absolute path",
+                                   "name the mounted file from /"))  # fmt: skip
         return out
 
     def _method_refusals(self, spec: StoreSpec) -> list[Refusal]:

@@ -59,3 +59,18 @@ def test_an_absent_document_in_an_async_store_names_the_renders_key(nats_server:
     spec = StoreSpec(source="nats", endpoint=nats_server.url, key=f"{bucket}/config.json")
     with pytest.raises(MissingError, match="fix the Render's key"):
         fetch_document(spec)
+
+
+def test_a_store_refusal_names_the_render_and_class_fields_not_agent_flags() -> None:
+    """The operator speaks its CRDs' words: ``spec.key``, ``spec.endpoint``, ``spec.tokenSecret``."""
+    from dynconf.errors import Refusal
+    from dynconf_k8s.operator.targets import spec_spelling
+
+    assert [spec_spelling(f) for f in ("key", "endpoint", "token", "extra.format")] == [
+        "spec.key",
+        "spec.endpoint",
+        "spec.tokenSecret",
+        "format",
+    ]
+    refusal = Refusal("token", "vault auth token needs {field}")
+    assert refusal.render(spec_spelling) == "vault auth token needs spec.tokenSecret"

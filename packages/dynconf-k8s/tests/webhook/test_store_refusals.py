@@ -71,6 +71,29 @@ def test_a_refusal_without_a_field_is_never_dropped(
     assert message == "the endpoint url scheme host is wrong for the whole spec"
 
 
+class _Broken(ConsulStoreType):
+    """A store plugin whose rules raise: admission must neither admit unjudged nor crash."""
+
+    def store_refusals(self, spec: StoreSpec) -> list[Refusal]:
+        raise KeyError("token")
+
+
+def test_a_store_whose_rules_raise_is_refused_naming_the_store_not_admitted(
+    pod_with: Any, judge: Any
+) -> None:
+    registry = discover()
+    registry.stores["consul"] = _Broken()
+    use_registry(registry)
+    try:
+        message = _message(judge, pod_with({}))
+    finally:
+        use_registry(None)
+
+    assert message is not None
+    assert message.startswith("the consul store could not judge this render (KeyError)")
+    assert "'token'" not in message
+
+
 @pytest.mark.parametrize("words", ["the endpoint is wrong", "nothing about an address"])
 def test_an_endpoint_refusal_is_dropped_exactly_when_the_endpoint_is_in_a_secret(
     consul_adds: Callable[[Refusal], None], pod_with: Any, judge: Any, words: str

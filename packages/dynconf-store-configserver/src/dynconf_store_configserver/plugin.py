@@ -14,7 +14,6 @@ from dynconf.errors import Refusal
 from dynconf.plugins import hookimpl
 from dynconf.store_http import HTTP_SETTINGS, HttpPolicy
 from dynconf.stores import (
-    SETTING,
     TLS_INPUTS,
     AuthMethod,
     StoreSpec,
@@ -84,6 +83,7 @@ class ConfigServerStoreType(StoreTypeBase):
     """The typed Python constructor (``from dynconf.remote import ConfigServer``)."""
 
     name = "config-server"
+    settings = HTTP_SETTINGS
     capability = WatchCapability.PUSH
     auth_methods = AUTH_METHODS
     default_auth = "none"
@@ -131,12 +131,6 @@ class ConfigServerStoreType(StoreTypeBase):
         if spec.password:
             refusals.append(Refusal("password", "config-server takes no password",
                                     "remove {field}", words=True))  # fmt: skip
-        refusals.extend(
-            Refusal(f"{SETTING}{name}", "{field} is not a config-server setting",
-                    f"use one of: {', '.join(HTTP_SETTINGS)}")
-            for name in sorted(spec.extra)
-            if name not in HTTP_SETTINGS
-        )  # fmt: skip
         if spec.timeout is not None and spec.timeout <= 0:
             refusals.append(
                 Refusal("timeout", "{field} must be a positive number of seconds for "

@@ -80,6 +80,7 @@ class ConsulStoreType(StoreTypeBase):
     """The typed Python constructor (``from dynconf.remote import Consul``)."""
 
     name = "consul"
+    settings = SETTINGS
     inputs = (StoreInput("keys", "list", summary="several keys read as one"),)
     capability = WatchCapability.PUSH
     auth_methods = AUTH_METHODS
@@ -133,12 +134,7 @@ class ConsulStoreType(StoreTypeBase):
 
     @staticmethod
     def _setting_refusals(spec: StoreSpec) -> list[Refusal]:
-        refusals = [
-            Refusal(f"{SETTING}{name}", "{field} is not a consul setting",
-                    f"use one of: {', '.join(SETTINGS)}")
-            for name in sorted(spec.extra)
-            if name not in SETTINGS
-        ]  # fmt: skip
+        refusals: list[Refusal] = []
         datacenter = spec.extra.get("datacenter")
         if datacenter is not None and not _DATACENTER.match(datacenter):
             refusals.append(

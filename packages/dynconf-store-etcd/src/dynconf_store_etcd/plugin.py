@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Final
 
 from dynconf.errors import Refusal
 from dynconf.plugins import hookimpl
-from dynconf.store_http import HttpPolicy
+from dynconf.store_http import HTTP_SETTINGS, HttpPolicy
 from dynconf.stores import (
     AuthMethod,
     StoreInput,
@@ -42,6 +42,7 @@ class EtcdStoreType(StoreTypeBase):
     """The typed Python constructor (``from dynconf.remote import Etcd``)."""
 
     name = "etcd"
+    settings = ("format", *HTTP_SETTINGS)
     inputs = (StoreInput("keys", "list", summary="several keys read as one"),)
     capability = WatchCapability.PUSH
     auth_methods: Mapping[str, AuthMethod] = {}

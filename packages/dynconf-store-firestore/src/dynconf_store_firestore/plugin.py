@@ -15,7 +15,6 @@ from dynconf.errors import Refusal
 from dynconf.plugins import hookimpl
 from dynconf.store_http import USE_PROXY, HttpPolicy
 from dynconf.stores import (
-    SETTING,
     AuthMethod,
     StoreInput,
     StoreSpec,
@@ -134,6 +133,7 @@ class FirestoreStoreType(StoreTypeBase):
     """The typed Python constructor (``from dynconf.remote import Firestore``)."""
 
     name = "firestore"
+    settings = (USE_PROXY,)
     inputs = (StoreInput("api_url", "url", summary="another Firestore API address"),)
     capability = WatchCapability.PUSH
     auth_methods = AUTH_METHODS
@@ -177,12 +177,6 @@ class FirestoreStoreType(StoreTypeBase):
                         "{field:tls.skip_verify} (it trusts the platform roots over gRPC, and "
                         "the emulator speaks plain HTTP/2)", "remove them", words=True)
             )  # fmt: skip
-        refusals.extend(
-            Refusal(f"{SETTING}{name}", "{field} is not a firestore setting",
-                    f"use {USE_PROXY} (gRPC follows no redirects)")
-            for name in sorted(spec.extra)
-            if name != USE_PROXY
-        )  # fmt: skip
         if spec.timeout is not None and spec.timeout <= 0:
             refusals.append(
                 Refusal("timeout", "{field} must be a positive number of seconds for firestore")

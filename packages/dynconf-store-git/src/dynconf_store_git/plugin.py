@@ -82,6 +82,7 @@ class GitStoreType(StoreTypeBase):
     """The typed Python constructor (``from dynconf.remote import Git``)."""
 
     name = "git"
+    settings = SETTINGS
     inputs = (
         StoreInput("ref", summary="branch:x, tag:x, commit:sha or a branch"),
         StoreInput("ssh_key", "path", secret=True, summary="a deploy key file"),
@@ -125,12 +126,7 @@ class GitStoreType(StoreTypeBase):
 
     @staticmethod
     def _setting_refusals(spec: StoreSpec) -> list[Refusal]:
-        refusals = [
-            Refusal(f"{SETTING}{name}", "{field} is not a git setting",
-                    f"use one of: {', '.join(SETTINGS)}")
-            for name in sorted(spec.extra)
-            if name not in SETTINGS
-        ]  # fmt: skip
+        refusals: list[Refusal] = []
         for name in ("max_bytes", "cache_max_bytes"):
             value = spec.extra.get(name)
             if value is not None and (not value.isdigit() or int(value) < 1024):

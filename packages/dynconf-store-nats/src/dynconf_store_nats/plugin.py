@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Final
 from dynconf.errors import Refusal
 from dynconf.plugins import hookimpl
 from dynconf.stores import (
-    SETTING,
     AuthMethod,
     StoreSpec,
     StoreType,
@@ -144,6 +143,7 @@ class NatsStoreType(StoreTypeBase):
     """The typed Python constructor (``from dynconf.remote import Nats``)."""
 
     name = "nats"
+    settings = SETTINGS
     capability = WatchCapability.PUSH
     auth_methods: Mapping[str, AuthMethod] = {}
     default_auth = None
@@ -158,12 +158,6 @@ class NatsStoreType(StoreTypeBase):
             refusals.append(key)
         else:
             refusals.extend(self._format_refusals(spec, key))
-        refusals.extend(
-            Refusal(f"{SETTING}{name}", "{field} is not a nats setting",
-                    f"use one of: {', '.join(SETTINGS)}")
-            for name in sorted(spec.extra)
-            if name not in SETTINGS
-        )  # fmt: skip
         refusals.extend(self._auth_refusals(spec))
         refusals.extend(self._tls_refusals(spec))
         if spec.timeout is not None and spec.timeout <= 0:

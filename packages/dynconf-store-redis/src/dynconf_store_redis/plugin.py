@@ -38,6 +38,7 @@ class RedisStoreType(StoreTypeBase):
     """The typed Python constructor (``from dynconf.remote import Redis``)."""
 
     name = "redis"
+    settings = ("format",)
     capability = WatchCapability.PUSH
     auth_methods: Mapping[str, AuthMethod] = {}
     default_auth = None

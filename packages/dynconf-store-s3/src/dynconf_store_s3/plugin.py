@@ -15,7 +15,6 @@ from dynconf.errors import Refusal
 from dynconf.plugins import hookimpl
 from dynconf.store_http import USE_PROXY, HttpPolicy
 from dynconf.stores import (
-    SETTING,
     AuthMethod,
     StoreInput,
     StoreSpec,
@@ -68,6 +67,7 @@ class S3StoreType(StoreTypeBase):
     """The typed Python constructor (``from dynconf.remote import S3``)."""
 
     name = "s3"
+    settings = SETTINGS
     inputs = (StoreInput("api_url", "url", summary="an S3-compatible server"),)
     capability = WatchCapability.CONDITIONAL
     auth_methods: Mapping[str, AuthMethod] = {}
@@ -85,12 +85,6 @@ class S3StoreType(StoreTypeBase):
         if bucket:
             refusals.append(bucket)
         refusals.extend(self._key_refusals(spec))
-        refusals.extend(
-            Refusal(f"{SETTING}{name}", "{field} is not an s3 setting",
-                    f"use one of: {', '.join(SETTINGS)}")
-            for name in sorted(spec.extra)
-            if name not in SETTINGS
-        )  # fmt: skip
         refusals.extend(self._api_url_refusals(spec))
         refusals.extend(self._tls_refusals(spec))
         for name in ("auth_role", "auth_mount", "auth_username", "auth_token_path"):

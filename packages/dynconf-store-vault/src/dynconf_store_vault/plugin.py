@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 
 from dynconf.errors import Refusal
 from dynconf.plugins import hookimpl
+from dynconf.store_http import HTTP_SETTINGS
 from dynconf.stores import (
     AuthMethod,
     StoreInput,
@@ -67,6 +68,7 @@ class VaultStoreType(StoreTypeBase):
     """The typed Python constructor (``from dynconf.remote import Vault``)."""
 
     name = "vault"
+    settings = HTTP_SETTINGS
     inputs = (
         StoreInput("namespace", summary="a Vault Enterprise namespace"),
         StoreInput("dynamic", "switch", summary="a dynamic secret with a lease"),

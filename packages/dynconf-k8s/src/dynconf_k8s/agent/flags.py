@@ -74,6 +74,8 @@ VALUE_FLAGS: Final = frozenset(
 :data:`~dynconf_k8s.contract.registry.KEYS`: a key that gains a flag is accepted here with
 no edit."""
 _STORE_FIELD_ROWS: Final = tuple(row for row in KEYS if row.store_field)
+_SETTING_ROWS: Final = tuple(row for row in KEYS if row.setting)
+"""The loaded stores' setting inputs (``--token-header``), each into ``StoreSpec.extra``."""
 TIMEOUT_STORES: Final = frozenset({"consul", "vault", "config-server", "firestore"})
 
 USAGE: Final = """\
@@ -324,6 +326,18 @@ def _store_strings(values: Mapping[str, str]) -> dict[str, Any]:
     return {row.store_field or "": values.get(row.flags[0]) for row in _STORE_FIELD_ROWS}
 
 
+def _store_settings(values: Mapping[str, str], bare: set[str]) -> dict[str, str]:
+    """The store's setting inputs given as flags: a value, or ``"true"`` for a switch."""
+    out: dict[str, str] = {}
+    for row in _SETTING_ROWS:
+        flag = row.flags[0]
+        if row.bare and flag in bare:
+            out[row.setting or ""] = "true"
+        elif not row.bare and flag in values:
+            out[row.setting or ""] = values[flag]
+    return out
+
+
 def parse_args(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> AgentSettings:
     """Parse and check the command line against the contract; raise :class:`UsageError`."""
     env = os.environ if environ is None else environ
@@ -424,6 +438,7 @@ def parse_args(argv: Sequence[str], environ: Mapping[str, str] | None = None) ->
         timeout=timeout,
         dynamic="--dynamic" in bare,
         tls=tls,
+        extra=_store_settings(values, bare),
         **_store_strings(values),
     ).with_secrets_from_env(env)
 

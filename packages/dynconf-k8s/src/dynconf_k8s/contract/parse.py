@@ -57,6 +57,8 @@ _PAIRS = (("endpoint", "endpoint-secret"), ("template", "template-configmap"))
 _POD_ROWS: Final = tuple(row for row in KEYS if row.target and not row.per_render)
 _RENDER_ROWS: Final = tuple(row for row in KEYS if row.target and row.per_render)
 _STORE_ROWS: Final = tuple(row for row in KEYS if row.store_shaped)
+_SETTING_ROWS: Final = tuple(row for row in KEYS if row.setting)
+"""The rows of the loaded stores' setting inputs (:func:`~.registry.store_input_rows`)."""
 _RESOURCES: Final = tuple(row for row in KEYS if row.rule is parse_quantity and row.fleet_env)
 """The agent's CPU and memory, defaulted by every tier (ephemeral storage is the pod's own)."""
 STORE_MEMORY_FLOOR: Final = {"firestore": "128Mi", "s3": "96Mi"}
@@ -293,6 +295,10 @@ def _render_rows(pod: _Pod, render: Render, suffix: str | None) -> None:
     """Every per-render row with a target, resolved against this render's store."""
     for row in _RENDER_ROWS:
         setattr(render, row.target or "", pod.resolve(row, render.source, suffix))
+    for row in _SETTING_ROWS:
+        value = pod.resolve(row, render.source, suffix)
+        if value is not None and value is not False:
+            render.settings[row.setting or ""] = "true" if value is True else str(value)
 
 
 def _row_text(pod: _Pod, name: str, suffix: str | None, text: str) -> Any:

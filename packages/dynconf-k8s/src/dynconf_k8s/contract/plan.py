@@ -48,6 +48,9 @@ class Render:
     tls_reload: bool = True
     timeout: int | None = None
     store_budget: str | None = None
+    settings: dict[str, str] = field(default_factory=dict)
+    """The store's declared setting inputs (``StoreSpec.extra``), by input name; a switch
+    that is on is ``"true"``, one that is off is absent."""
 
 
 @dataclass(frozen=True, slots=True)

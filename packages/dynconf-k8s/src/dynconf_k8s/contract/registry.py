@@ -10,11 +10,13 @@ else lists keys.
 
 from __future__ import annotations
 
+import logging
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import TYPE_CHECKING, Final, Literal
 
+from dynconf_k8s.contract.loaded import loaded_stores
 from dynconf_k8s.contract.rules import (
     nonempty,
     one_of,
@@ -39,12 +41,16 @@ from dynconf_k8s.contract.rules import (
 )
 from dynconf_k8s.vocabulary import ON_DRIFT
 
+if TYPE_CHECKING:
+    from dynconf.stores import StoreType
+
 __all__ = [
     "ALSO",
     "ALSO_SECTION",
     "FLAG_KEYS",
     "FLEET_KNOBS",
     "INPUT_KEYS",
+    "BOOK_KEYS",
     "KEYS",
     "PREFIX",
     "REGISTRY",
@@ -54,6 +60,7 @@ __all__ = [
     "annotation",
     "input_key",
     "split_key",
+    "store_input_rows",
 ]
 
 PREFIX: Final = "dynamic-config.rs/"
@@ -110,6 +117,9 @@ class Key:
     """The operator's spelling of the same input (a class's or a Render's ``spec`` field)."""
     csi: str | None = None
     """The node agent's CSI volume attribute for this key (``None``: not taken by a volume)."""
+    setting: str | None = None
+    """The ``StoreSpec.extra`` key this row fills: set on the rows :func:`store_input_rows`
+    makes for a store's declared setting input (``token_header``), ``None`` on the book's."""
 
     @property
     def annotation(self) -> str:
@@ -153,7 +163,7 @@ def _k(name: str, per_render: bool, form: str, default: str, summary: str, **kw:
 
 _ENV = "DYNAMIC_CONFIG_AGENT_"
 
-KEYS: Final[tuple[Key, ...]] = (
+BOOK_KEYS: Final[tuple[Key, ...]] = (
     _k(
         "inject",
         False,
@@ -934,6 +944,70 @@ KEYS: Final[tuple[Key, ...]] = (
     ),
 )
 
+log = logging.getLogger("dynconf.plugins")
+
+_KIND_FORMS: Final = {
+    "text": "a string",
+    "url": "a URL",
+    "path": "an absolute file path in the agent's container",
+    "switch": '"true" or "false"',
+}
+
+
+def store_input_rows(stores: Iterable[StoreType], taken: Collection[Key]) -> tuple[Key, ...]:
+    """A row for each setting input the loaded stores declare (``token_header``).
+
+    The row is spelled from the input alone: annotation and volume attribute
+    ``token-header``, agent flag ``--token-header``, the per-store tier's knob, and
+    ``StoreSpec.extra["token_header"]`` at the end, so a tenth store's input is taken by the
+    agent, the webhook and the node agent with no edit here. An input that would shadow a
+    book key or flag, that is secret (settings travel as arguments), or whose kind one
+    argument cannot carry is left out, with one warning naming the store and the input.
+    """
+    from dynconf.stores import SETTING_KINDS, setting_inputs
+
+    names = {row.name for row in taken} | {ALSO, ALSO_SECTION}
+    flags = {flag for row in taken for flag in row.flags} | {"--also", "--one-shot"}
+    rows: dict[str, Key] = {}
+    for store in sorted(stores, key=lambda store: store.name):
+        for declared in setting_inputs(store):
+            name = declared.name.replace("_", "-")
+            if name in rows:
+                continue
+            why = (
+                "it shadows a contract key or flag" if name in names or f"--{name}" in flags
+                else "a setting input cannot be secret" if declared.secret
+                else f"its kind {declared.kind} is not one of {', '.join(SETTING_KINDS)}"
+                if declared.kind not in SETTING_KINDS
+                else None
+            )  # fmt: skip
+            if why is not None:
+                log.warning(
+                    "store_input_ignored",
+                    extra={"store": store.name, "input": declared.name, "reason": why},
+                )
+                continue
+            switch = declared.kind == "switch"
+            rows[name] = _k(
+                name,
+                True,
+                _KIND_FORMS[declared.kind],
+                "the store's own",
+                declared.summary or f"An input of the {store.name} store.",
+                store_knob=True,
+                store_shaped=True,
+                flags=(f"--{name}",),
+                flag_kind="bare" if switch else "value",
+                rule=parse_bool if switch else nonempty,
+                setting=declared.name,
+                csi=name,
+            )
+    return tuple(rows.values())
+
+
+KEYS: Final[tuple[Key, ...]] = BOOK_KEYS + store_input_rows(loaded_stores(), BOOK_KEYS)
+"""The book's rows, then one per setting input the loaded stores declare."""
+
 REGISTRY: Final[Mapping[str, Key]] = {row.name: row for row in KEYS}
 
 FLEET_KNOBS: Final[Mapping[str, Key]] = {row.name: row for row in KEYS if row.fleet_env}
@@ -946,8 +1020,8 @@ STORE_KNOBS: Final[tuple[str, ...]] = tuple(
 
 
 INPUT_KEYS: Final[Mapping[str, str]] = {
-    **{row.store_field or row.store_input or "": row.name for row in KEYS
-       if row.store_field or row.store_input},
+    **{row.store_field or row.store_input or row.setting or "": row.name for row in KEYS
+       if row.store_field or row.store_input or row.setting},
     "tls.key_file": "tls-secret",
 }  # fmt: skip
 """The key that sets each store input (a StoreSpec field) — how admission names the field of a

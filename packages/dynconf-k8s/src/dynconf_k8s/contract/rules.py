@@ -19,7 +19,11 @@ from typing import Final
 from dynconf.budget import parse_budget
 from dynconf.errors import TypeMismatchError
 from dynconf.units import parse_seconds_or_duration
-from dynconf_k8s.vocabulary import STORES
+from dynconf_k8s.contract.loaded import admitted_stores
+
+STORES: Final = admitted_stores()
+"""The stores a pod, a per-store group or a gate may name: the nine, then a tenth the
+process's plugin lock carries (:mod:`.loaded`)."""
 
 __all__ = [
     "parse_store_budget",

@@ -12,6 +12,7 @@ the annotation that sets each input, so no store's wording can change what is ad
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Final
 
 from dynconf.errors import Refusal as StoreRefusal
@@ -22,6 +23,8 @@ from dynconf_k8s.contract.refusals import Refusal
 from dynconf_k8s.contract.registry import KEYS, annotation, input_key
 
 __all__ = ["check", "spec_for"]
+
+log = logging.getLogger("dynconf.webhook")
 
 _PLACEHOLDER: Final = "secret-backed"
 _STORE_FIELD_ROWS: Final = tuple(row for row in KEYS if row.store_field)
@@ -55,6 +58,7 @@ def spec_for(render: Render, plan: Plan) -> StoreSpec:
         tls=tls,
         token=_PLACEHOLDER if has_token else None,
         password=_PLACEHOLDER if has_password else None,
+        extra=dict(render.settings),
         **{**_store_strings(render), "auth": auth},
     )
 
@@ -77,8 +81,15 @@ def check(render: Render, plan: Plan) -> None:
         return
     try:
         refusals = store.refusals(spec_for(render, plan))
-    except Exception:
-        return
+    except Exception as error:
+        # A store plugin's bug must not admit what nobody judged, nor stop this process.
+        log.error("store_refusals_failed", extra={"store": render.source,
+                                                  "error": type(error).__name__})  # fmt: skip
+        raise Refusal(
+            f"the {render.source} store could not judge this render "
+            f"({type(error).__name__}); the store plugin is at fault: report it with the "
+            "pod's annotations, or use another store"
+        ) from None
     if render.endpoint is None:
         refusals = [refusal for refusal in refusals if not _about_endpoint(refusal)]
     if refusals:

@@ -35,7 +35,7 @@ from dynconf.pipeline import RenderRequest
 from dynconf.publish import safe_child
 from dynconf.stores import StoreSpec
 from dynconf_k8s.agent.flags import UsageError, output_extensions, parse_args
-from dynconf_k8s.contract.registry import KEYS
+from dynconf_k8s.contract.registry import KEYS, REGISTRY
 
 __all__ = [
     "DEFAULT_WATCH_SECONDS",
@@ -64,6 +64,8 @@ _FLAG_FOR: Final = {
     row.csi: row.flags[0] for row in _ROWS if row.csi and row.flags and row.csi not in _SPECIAL
 }
 _OPTION_ROWS: Final = tuple(row for row in _ROWS if row.store_field)
+_SETTING_ROWS: Final = tuple(row for row in _ROWS if row.setting)
+"""The loaded stores' setting inputs, each under its own attribute (``token-header``)."""
 """The fetch-shaping inputs: the volume's rows that set a plain StoreSpec string."""
 
 DEFAULT_WATCH_SECONDS: Final = 15
@@ -240,8 +242,8 @@ def _watch_seconds(attributes: Mapping[str, str]) -> int:
 
 
 _ATTRIBUTE_OF: Final = {
-    **{row.store_field or row.store_input or "": row.csi for row in _ROWS
-       if row.csi and (row.store_field or row.store_input)},
+    **{row.store_field or row.store_input or row.setting or "": row.csi for row in _ROWS
+       if row.csi and (row.store_field or row.store_input or row.setting)},
     "endpoint": "endpoint",
     "key": "key",
 }  # fmt: skip
@@ -310,7 +312,9 @@ def parse_volume(
     argv = ["--out", str(out), "--watch", str(watch)]
     for attribute, flag in _FLAG_FOR.items():
         value = attributes.get(attribute, "")
-        if value:
+        if value and REGISTRY[attribute].bare:
+            argv += [flag] if value.strip().lower() == "true" else []
+        elif value:
             argv += [flag, value]
     used = {name: secrets[name] for name in SECRET_KEYS if secrets.get(name)}
     environ = {SECRET_KEYS[name]: value for name, value in used.items()}
@@ -324,7 +328,8 @@ def parse_volume(
         (row.csi or "", value)
         for row in _OPTION_ROWS
         if (value := getattr(store, row.store_field or ""))
-    )
+    ) + tuple((row.csi or "", store.extra[row.setting or ""]) for row in _SETTING_ROWS
+              if row.setting in store.extra)  # fmt: skip
     document = DocumentKey(
         source=store.source,
         endpoint=attributes.get("endpoint", ""),

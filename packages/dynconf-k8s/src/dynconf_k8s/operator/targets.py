@@ -23,7 +23,8 @@ from dynconf.follow import fetch_once
 from dynconf.pipeline import RenderRequest, env_entries, prepare, verbatim_entries
 from dynconf.plugins import default_registry
 from dynconf.render import OutputSpec, select_section
-from dynconf.stores import Absent, Fetched, StoreSpec
+from dynconf.stores import SETTING, Absent, Fetched, StoreSpec
+from dynconf_k8s.contract.registry import REGISTRY, input_key
 from dynconf_k8s.operator.types import Reason, RenderSpec, RenderTarget
 
 __all__ = [
@@ -104,7 +105,7 @@ def render_data(
         source=resolved.source, endpoint=resolved.endpoint, key=spec.key, token=resolved.token
     )
     store_type = default_registry().store(resolved.source)
-    refusals = store_type.validate(store)
+    refusals = [refusal.render(spec_spelling) for refusal in store_type.refusals(store)]
     if refusals:
         raise RenderRefused("; ".join(refusals))
     fetched = (fetch or fetch_document)(store)
@@ -120,6 +121,15 @@ def render_data(
     for key in data:
         _check_key(key)
     return data
+
+
+def spec_spelling(field: str) -> str:
+    """A store input as a Render or its class spells it (``spec.key``, ``spec.endpoint``,
+    ``spec.tokenSecret``): the row's operator field, else the input's own name."""
+    row = REGISTRY.get(input_key(field))
+    if row is not None and row.spec_field:
+        return f"spec.{row.spec_field}"
+    return field.removeprefix(SETTING)
 
 
 def fetch_document(store: StoreSpec) -> Fetched:

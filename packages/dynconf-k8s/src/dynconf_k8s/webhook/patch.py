@@ -135,6 +135,8 @@ def _aux_dir(kind: str, render: Render) -> str:
 
 _STORE_FIELD_ROWS: Final = tuple(row for row in KEYS if row.store_field)
 """The store's plain string inputs (the rows naming a StoreSpec field), in table order."""
+_SETTING_ROWS: Final = tuple(row for row in KEYS if row.setting)
+"""The loaded stores' setting inputs, each its own flag (``--token-header``)."""
 _DEFAULT_ONLY: Final = ("startup-policy", "on-delete", "max-document-bytes", "max-staleness")
 """Pod-scope rows every agent of the default render takes (init and watcher), in golden order."""
 
@@ -151,6 +153,8 @@ def _store_args(plan: Plan, render: Render) -> list[str]:
     args += _row("key", render.key) + _row("path", render.path) + _row("section", render.section)
     for row in _STORE_FIELD_ROWS:
         args += row.args(getattr(render, row.target or ""))
+    for row in _SETTING_ROWS:
+        args += row.args(render.settings.get(row.setting or ""))
     if render.name is None:
         for name in _DEFAULT_ONLY:
             args += _row(name, getattr(plan, REGISTRY[name].target or ""))
