@@ -170,7 +170,7 @@ import sys
 from dynconf.plugins import discover
 from dynconf.stores import StoreSpec
 store = discover().store({name!r})
-source = store.build(StoreSpec(**{spec!r}))
+source = store.build(StoreSpec.from_inputs(**{spec!r}))
 {touch}
 for line in open('/proc/self/status'):
     if line.startswith('VmRSS:'):

@@ -110,7 +110,7 @@ def _s3_check_cost(endpoint: str) -> tuple[list[float], list[float], dict[str, i
     admin.create_bucket(Bucket=bucket)
     admin.put_object(Bucket=bucket, Key="prod/db.json", Body=b'{"pad": "' + b"x" * 4000 + b'"}')
     source = S3_STORE.build(
-        StoreSpec(source="s3", endpoint=bucket, key="prod/db.json", api_url=endpoint)
+        StoreSpec.from_inputs(source="s3", endpoint=bucket, key="prod/db.json", api_url=endpoint)
     )
     etag = source.fetch().revision
     counts: dict[str, int] = {}
@@ -142,7 +142,7 @@ _RSS_SNIPPET = {
     ),
     "s3": (
         "from dynconf.stores import StoreSpec\nfrom dynconf_store_s3 import S3_STORE\n"
-        "s = S3_STORE.build(StoreSpec(source='s3', endpoint='rss-bench', key='prod/db.json', api_url={url!r}))\n"
+        "s = S3_STORE.build(StoreSpec.from_inputs(source='s3', endpoint='rss-bench', key='prod/db.json', api_url={url!r}))\n"
         "s.client\n"
     ),
 }

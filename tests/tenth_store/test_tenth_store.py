@@ -251,6 +251,10 @@ def test_the_agent_takes_the_stores_own_input_as_a_flag(
     assert json.loads(out.read_text())["feature"] is True
     assert served.credentials == [HEADER]
 
+    usage = subprocess.run([install.bin("dynamic-config-agent"), "--help"], capture_output=True,
+                           text=True, env=_env(install.lock_with), timeout=60)  # fmt: skip
+    assert "--token-header" in usage.stdout + usage.stderr
+
     refused = _agent(install, install.lock_with, endpoint, out, "--token-header", "X Bad")
     assert refused.returncode != 0
     assert "--token-header is not an HTTP header name" in refused.stdout + refused.stderr

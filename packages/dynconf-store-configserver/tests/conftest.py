@@ -157,7 +157,7 @@ def client_source(url: str, key: str = "billing/prod", **fields: Any) -> Any:
     if fields["auth"] == "token":
         fields.setdefault("token", TOKEN)
     return CONFIG_SERVER_STORE.build(
-        StoreSpec(source="config-server", endpoint=url, key=key, **fields)
+        StoreSpec.from_inputs(source="config-server", endpoint=url, key=key, **fields)
     )
 
 

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.configserver
 def spec(**fields: object) -> StoreSpec:
     base = {"source": "config-server", "endpoint": "http://config.infra.svc:8888",
             "key": "billing/prod"}  # fmt: skip
-    return StoreSpec(**{**base, **fields})  # type: ignore[arg-type]
+    return StoreSpec.from_inputs(**{**base, **fields})  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------------------- validate

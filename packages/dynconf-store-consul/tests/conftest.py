@@ -492,7 +492,7 @@ def build_source(endpoint: str, key: str, **fields: object) -> object:
     from dynconf_store_consul.plugin import CONSUL_STORE
 
     extra = fields.pop("extra", {})
-    spec = StoreSpec(source="consul", endpoint=endpoint, key=key, extra=extra, **fields)  # type: ignore[arg-type]
+    spec = StoreSpec.from_inputs(source="consul", endpoint=endpoint, key=key, extra=extra, **fields)  # type: ignore[arg-type]
     return CONSUL_STORE.build(spec)
 
 

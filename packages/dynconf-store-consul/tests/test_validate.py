@@ -15,7 +15,7 @@ GOOD = {"source": "consul", "endpoint": "http://consul.infra.svc:8500", "key": "
 
 
 def spec(**fields: object) -> StoreSpec:
-    return StoreSpec(**{**GOOD, **fields})  # type: ignore[arg-type]
+    return StoreSpec.from_inputs(**{**GOOD, **fields})  # type: ignore[arg-type]
 
 
 def refusals(**fields: object) -> list[str]:

@@ -33,7 +33,7 @@ ETCD_BIN = CACHE / "debs" / "etcd" / "usr" / "bin"
 
 
 def build(endpoint: str, key: str, **fields: Any) -> EtcdSource:
-    spec = StoreSpec(source="etcd", endpoint=endpoint, key=key, **fields)
+    spec = StoreSpec.from_inputs(source="etcd", endpoint=endpoint, key=key, **fields)
     refusals = ETCD_STORE.validate(spec)
     assert refusals == [], refusals
     return ETCD_STORE.build(spec)

@@ -14,7 +14,7 @@ GOOD = "https://etcd.infra.svc:2379"
 def refusals(**fields: object) -> list[str]:
     values: dict[str, object] = {"source": "etcd", "endpoint": GOOD, "key": "myapp/config.json"}
     values.update(fields)
-    return ETCD_STORE.validate(StoreSpec(**values))  # type: ignore[arg-type]
+    return ETCD_STORE.validate(StoreSpec.from_inputs(**values))  # type: ignore[arg-type]
 
 
 def test_plain_key_over_https_is_accepted() -> None:

@@ -44,7 +44,7 @@ def make_source(firestore_server) -> Callable[..., FirestoreSource]:
 
     def make(key: str, *, host: str | None = None, project: str | None = None,
              **fields: Any) -> FirestoreSource:  # fmt: skip
-        spec = StoreSpec(
+        spec = StoreSpec.from_inputs(
             source="firestore",
             endpoint=project or firestore_server.project,
             key=key,

@@ -44,7 +44,7 @@ def test_access_token_never_appears_in_errors_or_logs(caplog):
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    source = FIRESTORE_STORE.build(StoreSpec(
+    source = FIRESTORE_STORE.build(StoreSpec.from_inputs(
         source="firestore", endpoint="demo-secret", key="config/app", auth="access-token",
         token=secret, api_url=f"https://127.0.0.1:{port}", timeout=2.0,
     ))  # fmt: skip

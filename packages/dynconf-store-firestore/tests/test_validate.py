@@ -18,7 +18,7 @@ GOOD = {"source": "firestore", "endpoint": "acme-prod", "key": "config/billing"}
 
 
 def spec(**fields: object) -> StoreSpec:
-    return StoreSpec(**{**GOOD, **fields})  # type: ignore[arg-type]
+    return StoreSpec.from_inputs(**{**GOOD, **fields})  # type: ignore[arg-type]
 
 
 def refusals(**fields: object) -> list[str]:

@@ -121,7 +121,9 @@ def make_source(tmp_path: Path) -> Iterator[Callable[..., GitSource]]:
 
     def make(endpoint: str, key: str = "app.yaml", **fields: Any) -> GitSource:
         extra = {"cache_dir": str(tmp_path / "cache"), **fields.pop("extra", {})}
-        spec = StoreSpec(source="git", endpoint=endpoint, key=key, extra=extra, **fields)
+        spec = StoreSpec.from_inputs(
+            source="git", endpoint=endpoint, key=key, extra=extra, **fields
+        )
         source = GIT_STORE.build(spec)
         built.append(source)
         return source

@@ -41,7 +41,7 @@ def unpinned_store(tmp_path) -> GitStoreType:
 
 def ssh_spec(url: str, tmp_path: Path, **fields) -> StoreSpec:
     extra = {"cache_dir": str(tmp_path / "cache"), **fields.pop("extra", {})}
-    return StoreSpec(source="git", endpoint=url, key="app.yaml", extra=extra, **fields)
+    return StoreSpec.from_inputs(source="git", endpoint=url, key="app.yaml", extra=extra, **fields)
 
 
 def test_ssh_without_a_pinned_host_key_is_refused_naming_the_secret_key(

@@ -23,7 +23,7 @@ SSH = "git@github.com:acme/config.git"
 
 
 def spec(**fields: object) -> StoreSpec:
-    return StoreSpec(**{**GOOD, **fields})  # type: ignore[arg-type]
+    return StoreSpec.from_inputs(**{**GOOD, **fields})  # type: ignore[arg-type]
 
 
 def refusals(**fields: object) -> list[str]:

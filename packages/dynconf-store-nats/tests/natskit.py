@@ -120,7 +120,9 @@ async def bucket(client: Any, name: str) -> Any:
 
 
 def source(endpoint: str, key: str, **fields: Any) -> NatsSource:
-    return NATS_STORE.build(StoreSpec(source="nats", endpoint=endpoint, key=key, **fields))
+    return NATS_STORE.build(
+        StoreSpec.from_inputs(source="nats", endpoint=endpoint, key=key, **fields)
+    )
 
 
 def run(scenario: Callable[[], Awaitable[Any]]) -> Any:

@@ -17,7 +17,7 @@ URL = "nats://nats.infra.svc:4222"
 def spec(**fields):
     fields.setdefault("endpoint", URL)
     fields.setdefault("key", "config/db.json")
-    return StoreSpec(source="nats", **fields)
+    return StoreSpec.from_inputs(source="nats", **fields)
 
 
 def test_a_plain_spec_is_accepted():

@@ -32,7 +32,7 @@ REDIS_ROOT = CACHE / "debs" / "redis"
 
 
 def build(endpoint: str, key: str, **fields: Any) -> RedisSource:
-    spec = StoreSpec(source="redis", endpoint=endpoint, key=key, **fields)
+    spec = StoreSpec.from_inputs(source="redis", endpoint=endpoint, key=key, **fields)
     refusals = REDIS_STORE.validate(spec)
     assert refusals == [], refusals
     return REDIS_STORE.build(spec)

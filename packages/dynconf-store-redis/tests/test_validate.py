@@ -15,7 +15,7 @@ CA = TlsSettings(ca_file="ca.crt")
 def refusals(endpoint: str = "redis://redis.infra.svc:6379/0", **fields: object) -> list[str]:
     values: dict[str, object] = {"source": "redis", "endpoint": endpoint, "key": "myapp/c.json"}
     values.update(fields)
-    return REDIS_STORE.validate(StoreSpec(**values))  # type: ignore[arg-type]
+    return REDIS_STORE.validate(StoreSpec.from_inputs(**values))  # type: ignore[arg-type]
 
 
 def test_open_redis_url_is_accepted() -> None:

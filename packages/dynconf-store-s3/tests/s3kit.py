@@ -76,7 +76,7 @@ class OwnMoto:
 
 
 def s3_source(bucket: str, key: str, **fields: Any) -> S3Source:
-    return S3_STORE.build(StoreSpec(source="s3", endpoint=bucket, key=key, **fields))
+    return S3_STORE.build(StoreSpec.from_inputs(source="s3", endpoint=bucket, key=key, **fields))
 
 
 class Requests:

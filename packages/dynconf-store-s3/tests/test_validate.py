@@ -15,7 +15,7 @@ pytestmark = pytest.mark.s3
 def spec(**fields):
     fields.setdefault("endpoint", "myapp-config")
     fields.setdefault("key", "prod/db.json")
-    return StoreSpec(source="s3", **fields)
+    return StoreSpec.from_inputs(source="s3", **fields)
 
 
 def test_a_plain_spec_is_accepted():

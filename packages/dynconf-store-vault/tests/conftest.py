@@ -31,7 +31,7 @@ def spec_for(vault_server: Any) -> SpecFactory:
         fields.setdefault(
             "token", None if fields.get("auth") not in (None, "token") else vault_server.token
         )
-        return StoreSpec(source="vault", endpoint=vault_server.addr, key=key, **fields)
+        return StoreSpec.from_inputs(source="vault", endpoint=vault_server.addr, key=key, **fields)
 
     return make
 

@@ -282,7 +282,7 @@ class LdapMount:
 
     def spec(self, **fields: Any) -> StoreSpec:
         fields.setdefault("password", self.password)
-        return StoreSpec(
+        return StoreSpec.from_inputs(
             source="vault",
             endpoint=self.addr,
             key=self.key,

@@ -37,7 +37,7 @@ def cert_role(tls_bao: TlsBao) -> str:
 def spec(tls_bao: TlsBao, tls: TlsSettings, **fields: Any) -> StoreSpec:
     fields.setdefault("endpoint", tls_bao.address)
     fields.setdefault("token", tls_bao.root_token)
-    return StoreSpec(source="vault", key="secret/tls-app", tls=tls, **fields)
+    return StoreSpec.from_inputs(source="vault", key="secret/tls-app", tls=tls, **fields)
 
 
 def via(answer: Any) -> str:

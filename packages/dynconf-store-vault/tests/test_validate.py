@@ -17,7 +17,7 @@ ADDR = "https://vault.vault.svc:8200"
 def spec(**fields: Any) -> StoreSpec:
     fields.setdefault("endpoint", ADDR)
     fields.setdefault("key", "secret/myapp")
-    return StoreSpec(source="vault", **fields)
+    return StoreSpec.from_inputs(source="vault", **fields)
 
 
 def refusals(**fields: Any) -> list[str]:

@@ -31,7 +31,7 @@ from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
 
 from dynconf.errors import (
     AuthError,
@@ -472,16 +472,15 @@ class StoreSpec:
     auth_role: str | None = None
     auth_username: str | None = None
     auth_token_path: str | None = None
-    namespace: str | None = None
-    ref: str | None = None
-    api_url: str | None = None
-    ssh_key: str | None = None
     timeout: float | None = None
     dynamic: bool = False
     tls: TlsSettings = field(default_factory=TlsSettings)
     token: Credential | None = field(default=None, repr=False)
     password: Credential | None = field(default=None, repr=False)
     extra: Mapping[str, str] = field(default_factory=dict)
+    """The store's settings: its plain ones (``format``, consul's ``datacenter``) and its
+    declared setting inputs (git's ``ref``, s3's ``api_url``, vault's ``namespace``), each
+    checked by the store that declares it (:class:`StoreTypeBase`)."""
     keys: tuple[str, ...] = ()
     """Several keys read at one instant as one document (later keys win), where the store
     can (etcd, consul); empty: the one ``key``. ``key`` is then the first of them."""
@@ -489,6 +488,26 @@ class StoreSpec:
     """A directory the caller owns and can write, where the store may keep private state
     between calls (git's clone cache); ``None``: the store's own default. The agent points
     it at the rendered volume, the only place its pod lets it write."""
+
+    @classmethod
+    def from_inputs(cls, *, extra: Mapping[str, str] | None = None, **inputs: Any) -> StoreSpec:
+        """A spec from named inputs, each routed to its home: a field of this class is set,
+        any other name (a store's setting input: ``ref``, ``api_url``, ``token_header``) joins
+        ``extra`` as text; ``None`` is left out. Every front end that reads inputs by name (the
+        agent's flags, admission, the config server's tables, the library constructors)
+        builds its spec here, so none of them lists which store owns which input."""
+        own: dict[str, Any] = {}
+        settings = dict(extra or {})
+        for name, value in inputs.items():
+            if name in _SPEC_FIELDS:
+                own[name] = value
+            elif value is not None:
+                settings[name] = str(value)
+        return cls(**own, extra=settings)
+
+    def setting(self, name: str) -> str | None:
+        """A setting's text, or ``None`` when unset (``spec.setting("ref")``)."""
+        return self.extra.get(name)
 
     def with_secrets_from_env(self, environ: Mapping[str, str] | None = None) -> StoreSpec:
         """Fill ``token`` / ``password`` / ``endpoint`` from the agent's environment names."""
@@ -871,30 +890,20 @@ class StoreTypeBase:
         return Refusal(name, problem, f"remove it for a {self.name} source")
 
     def _setting_input_refusals(self, spec: StoreSpec) -> list[Refusal]:
-        """A declared setting input's value judged by its kind (a switch is true or false, a
-        url names its scheme), so no front end and no store repeats the check."""
+        """What every declared setting input must be (one line of text; a switch true or
+        false), so no front end and no store repeats it; what a url or path must look like is
+        the declaring store's own rule."""
         out: list[Refusal] = []
         for declared in setting_inputs(self):
             value = spec.extra.get(declared.name)
             if value is None:
                 continue
             if not value.strip() or any(not char.isprintable() for char in value):
-                out.append(
-                    Refusal(
-                        declared.name,
-                        "{field} is empty or holds a control character",
-                        "give one line of text or leave it out",
-                    )
-                )
+                out.append(Refusal(declared.name, "{field} is empty or holds a control "
+                                   "character", "give one line of text, or omit it"))  # fmt: skip
             elif declared.kind == "switch" and value.strip().lower() not in _SWITCH_WORDS:
                 out.append(Refusal(declared.name, "{field} must be true or false",
                                    "leave it out to keep the default"))  # fmt: skip
-            elif declared.kind == "url" and "://" not in value:
-                out.append(Refusal(declared.name, "{field} must be a URL with its scheme",
-                                   "write it as https://host[:port]"))  # fmt: skip
-            elif declared.kind == "path" and not value.startswith("/"):
-                out.append(Refusal(declared.name, "{field} must be an absolute path",
-                                   "name the mounted file from /"))  # fmt: skip
         return out
 
     def _method_refusals(self, spec: StoreSpec) -> list[Refusal]:
@@ -929,7 +938,7 @@ class StoreTypeBase:
     def _has(spec: StoreSpec, need: str) -> bool:
         if need == "tls.cert_file":
             return bool(spec.tls.cert_file and spec.tls.key_file)
-        return bool(getattr(spec, need, None))
+        return bool(getattr(spec, need, None) or spec.extra.get(need))
 
     def credential_hint(self) -> str:
         """Where this store's credentials come from, for a refusal's fix (override per store;

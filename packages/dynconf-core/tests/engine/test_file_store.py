@@ -29,7 +29,9 @@ def test_missing_file_is_absent(tmp_path: Path) -> None:
 
 def test_validate_refuses_foreign_flags_and_traversal(tmp_path: Path) -> None:
     refusals = FILE_STORE.validate(
-        StoreSpec(source="file", endpoint=str(tmp_path), key="../etc/passwd.json", ref="main")
+        StoreSpec.from_inputs(
+            source="file", endpoint=str(tmp_path), key="../etc/passwd.json", ref="main"
+        )
     )
     assert any("--ref is git's" in r for r in refusals)
     assert any("without `..`" in r for r in refusals)

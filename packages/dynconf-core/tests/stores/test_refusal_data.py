@@ -55,7 +55,9 @@ def test_an_undeclared_input_is_refused_naming_the_stores_that_declare_it(
     store: str, spec_field: str, owners: str
 ) -> None:
     spec = StoreSpec(source=store, endpoint="http://127.0.0.1:1", key="k.json", token="t")
-    spec = StoreSpec(**{**spec.__dict__, spec_field: True if spec_field == "dynamic" else "x"})
+    spec = StoreSpec.from_inputs(
+        **{**spec.__dict__, spec_field: True if spec_field == "dynamic" else "x"}
+    )
 
     refusals = default_registry().store(store).refusals(spec)
 
@@ -63,15 +65,22 @@ def test_an_undeclared_input_is_refused_naming_the_stores_that_declare_it(
     assert mine == [Refusal(spec_field, f"is {owners}'s", f"remove it for a {store} source")]
 
 
-def test_every_declared_input_is_a_spec_field_outside_the_common_part() -> None:
+def test_the_spec_holds_only_the_common_part_and_two_typed_inputs() -> None:
+    """A store's own text inputs (``ref``, ``api_url``, ``namespace``, ``ssh_key``) are
+    settings in ``extra``; only the typed ``keys`` (a list) and ``dynamic`` (a switch the agent
+    acts on) are fields."""
     spec_fields = set(StoreSpec.__dataclass_fields__)
+    assert spec_fields - COMMON_INPUTS == {"keys", "dynamic"}
     for store in default_registry().stores.values():
         for declared in store.inputs:
-            assert declared.name in spec_fields - COMMON_INPUTS, (store.name, declared.name)
+            assert declared.name not in COMMON_INPUTS, (store.name, declared.name)
+            assert declared.is_setting == (declared.name not in spec_fields)
 
 
 def test_validate_is_the_refusals_in_the_agents_flag_vocabulary() -> None:
     store = default_registry().store("vault")
-    spec = StoreSpec(source="vault", endpoint="https://vault:8200", key="secret/app", ref="main")
+    spec = StoreSpec.from_inputs(
+        source="vault", endpoint="https://vault:8200", key="secret/app", ref="main"
+    )
 
     assert store.validate(spec) == [r.render(flag_spelling) for r in store.refusals(spec)]

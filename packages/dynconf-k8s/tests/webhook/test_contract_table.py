@@ -158,6 +158,8 @@ def _expect_render(plan: Plan, render: Render, settings: AgentSettings, watch: b
             if row.name == "auth" and want is None and render.ssh is not None:
                 want = "ssh-key"
             assert getattr(spec, row.store_field) == want, row.name
+        if row.setting:
+            assert spec.setting(row.setting) == render.settings.get(row.setting), row.name
     assert settings.watch == (render.watch_seconds if watch else None)
     assert main.mode == render.file_mode
     assert spec.tls.server_name == render.tls_server_name
@@ -165,7 +167,7 @@ def _expect_render(plan: Plan, render: Render, settings: AgentSettings, watch: b
     assert (spec.tls.ca_file is not None) == (render.ca is not None)
     assert (spec.tls.cert_file is not None) == (spec.tls.key_file is not None)
     assert (spec.tls.cert_file is not None) == (render.tls_secret is not None)
-    assert (spec.ssh_key is not None) == (render.ssh is not None)
+    assert (spec.setting("ssh_key") is not None) == (render.ssh is not None)
     has_template = render.template_inline is not None or render.template_configmap is not None
     assert (main.template is not None) == has_template
     if render.token_secret is not None:

@@ -168,7 +168,7 @@ def _every_refusal() -> Iterator[tuple[str, Refusal]]:
     for name, good in _GOOD.items():
         store = default_registry().store(name)
         for bad in _BAD:
-            spec = StoreSpec(source=name, **{**good, **bad})
+            spec = StoreSpec.from_inputs(source=name, **{**good, **bad})
             for refusal in store.refusals(spec):
                 yield name, refusal
 
@@ -196,7 +196,7 @@ def test_every_store_refusal_names_its_field_and_leaves_no_flag_in_the_webhooks_
 @pytest.mark.parametrize("store", sorted(_GOOD))
 def test_a_secret_backed_endpoint_leaves_only_endpoint_refusals(store: str) -> None:
     """What admission drops for an address in a Secret is all the placeholder can cause."""
-    spec = StoreSpec(source=store, **{**_GOOD[store], "endpoint": "secret-backed"})
+    spec = StoreSpec.from_inputs(source=store, **{**_GOOD[store], "endpoint": "secret-backed"})
     refusals = default_registry().store(store).refusals(spec)
 
     assert {r.field for r in refusals} <= {"endpoint"}, refusals

@@ -146,16 +146,17 @@ class FirestoreStoreType(StoreTypeBase):
         target = parse_target(spec.endpoint, spec.key)
         refusals: list[Refusal] = target if isinstance(target, list) else []
         method = spec.auth or self.default_auth
-        if spec.api_url:
-            if method == "emulator" and emulator_address(spec.api_url) is None:
+        api_url = spec.setting("api_url")
+        if api_url:
+            if method == "emulator" and emulator_address(api_url) is None:
                 refusals.append(
-                    Refusal("api_url", f"{{field}} {spec.api_url} is not the emulator's "
+                    Refusal("api_url", f"{{field}} {api_url} is not the emulator's "
                             "host:port", "write 127.0.0.1:8080 or "
                             "http://firestore-emulator.test.svc:8080")
                 )  # fmt: skip
-            elif method != "emulator" and api_endpoint(spec.api_url) is None:
+            elif method != "emulator" and api_endpoint(api_url) is None:
                 refusals.append(
-                    Refusal("api_url", f"{{field}} {spec.api_url} is not a TLS API address",
+                    Refusal("api_url", f"{{field}} {api_url} is not a TLS API address",
                             "write https://host[:port] (plain http is only for "
                             "{field:auth=emulator})")
                 )  # fmt: skip
@@ -185,7 +186,7 @@ class FirestoreStoreType(StoreTypeBase):
 
     def describe(self, spec: StoreSpec) -> str:
         project, _, database = spec.endpoint.strip().partition("/")
-        where = f" at {spec.api_url}" if spec.api_url else ""
+        where = f" at {spec.setting('api_url')}" if spec.setting("api_url") else ""
         return (
             f"firestore projects/{project}/databases/{database or DEFAULT_DATABASE}"
             f"/documents/{spec.key.strip('/')}{where}"
@@ -199,8 +200,9 @@ class FirestoreStoreType(StoreTypeBase):
         target = parse_target(spec.endpoint, spec.key)
         assert isinstance(target, Target)
         method = spec.auth or self.default_auth or "metadata-server"
-        emulator = emulator_address(spec.api_url) if method == "emulator" and spec.api_url else None
-        endpoint = api_endpoint(spec.api_url) if method != "emulator" and spec.api_url else None
+        api_url = spec.setting("api_url")
+        emulator = emulator_address(api_url) if method == "emulator" and api_url else None
+        endpoint = api_endpoint(api_url) if method != "emulator" and api_url else None
         connection = Connection(
             target=target,
             method=method,

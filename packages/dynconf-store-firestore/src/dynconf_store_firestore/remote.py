@@ -38,7 +38,7 @@ class Firestore(StoreSource):
         extra: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(
-            StoreSpec(
+            StoreSpec.from_inputs(
                 source="firestore",
                 endpoint=endpoint,
                 key=key,

@@ -68,7 +68,7 @@ def effective_auth(spec: StoreSpec) -> str:
     """``--auth``, else ``ssh-key`` with a key, ``token`` with a token, else ``anonymous``."""
     if spec.auth:
         return spec.auth
-    if spec.ssh_key:
+    if spec.setting("ssh_key"):
         return "ssh-key"
     if spec.token or spec.auth_token_path:
         return "token"
@@ -85,7 +85,7 @@ class GitStoreType(StoreTypeBase):
     settings = SETTINGS
     inputs = (
         StoreInput("ref", summary="branch:x, tag:x, commit:sha or a branch"),
-        StoreInput("ssh_key", "path", secret=True, summary="a deploy key file"),
+        StoreInput("ssh_key", "path", summary="a deploy key file (the path of a mounted Secret)"),
     )
     capability = WatchCapability.CONDITIONAL
     auth_methods = AUTH_METHODS
@@ -101,7 +101,7 @@ class GitStoreType(StoreTypeBase):
         endpoint = parse_endpoint(spec.endpoint)
         if isinstance(endpoint, Refusal):
             refusals.append(endpoint)
-        ref = parse_ref(spec.ref)
+        ref = parse_ref(spec.setting("ref"))
         if isinstance(ref, Refusal):
             refusals.append(ref)
         refusals.extend(self._key_refusals(spec))
@@ -185,7 +185,7 @@ class GitStoreType(StoreTypeBase):
                 Refusal("auth_username", "{field} names the basic-auth user of "
                         "{field:auth=token}", "add {field:auth=token} or remove it")
             )  # fmt: skip
-        if spec.ssh_key and method != "ssh-key":
+        if spec.setting("ssh_key") and method != "ssh-key":
             refusals.append(
                 Refusal("ssh_key", f"{{field}} is for {{field:auth=ssh-key}}, not "
                         f"{{field:auth={method}}}", "remove one")
@@ -226,8 +226,8 @@ class GitStoreType(StoreTypeBase):
         return refusals
 
     def describe(self, spec: StoreSpec) -> str:
-        ref = parse_ref(spec.ref)
-        shown_ref = spec.ref if isinstance(ref, Refusal) else str(ref)
+        ref = parse_ref(spec.setting("ref"))
+        shown_ref = spec.setting("ref") if isinstance(ref, Refusal) else str(ref)
         return f"git {shown_endpoint(spec.endpoint)} {shown_ref}:{spec.key}"
 
     def pinned_hosts(self, spec: StoreSpec) -> str | None:
@@ -251,8 +251,9 @@ class GitStoreType(StoreTypeBase):
                     origin=Origin.remote(describe),
                 ) from None
             return chosen
-        if spec.ssh_key:
-            beside = Path(spec.ssh_key).parent / KNOWN_HOSTS_KEY
+        ssh_key = spec.setting("ssh_key")
+        if ssh_key:
+            beside = Path(ssh_key).parent / KNOWN_HOSTS_KEY
             if beside.is_file():
                 return str(beside)
         try:
@@ -289,7 +290,7 @@ class GitStoreType(StoreTypeBase):
 
         description = self.admit(spec)
         endpoint = parse_endpoint(spec.endpoint)
-        ref = parse_ref(spec.ref)
+        ref = parse_ref(spec.setting("ref"))
         assert not isinstance(endpoint, Refusal)
         assert not isinstance(ref, Refusal)
         known_hosts = None
@@ -301,7 +302,7 @@ class GitStoreType(StoreTypeBase):
             username=spec.auth_username or DEFAULT_USERNAME,
             token=spec.token,
             token_path=spec.auth_token_path,
-            ssh_key=spec.ssh_key,
+            ssh_key=spec.setting("ssh_key"),
         )
         root = cache_root(spec.extra.get("cache_dir"), spec.state_dir)
         clone = CloneDir(root, endpoint.url, credential.identity())

@@ -42,7 +42,7 @@ class Git(StoreSource):
         extra: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(
-            StoreSpec(
+            StoreSpec.from_inputs(
                 source="git",
                 endpoint=url,
                 key=key,

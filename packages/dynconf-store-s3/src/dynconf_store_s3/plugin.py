@@ -122,10 +122,11 @@ class S3StoreType(StoreTypeBase):
 
     @staticmethod
     def _api_url_refusals(spec: StoreSpec) -> list[Refusal]:
-        if not spec.api_url:
+        api_url = spec.setting("api_url")
+        if not api_url:
             return []
-        shown = redact_url(spec.api_url)
-        scheme, sep, rest = spec.api_url.partition("://")
+        shown = redact_url(api_url)
+        scheme, sep, rest = api_url.partition("://")
         if not sep or scheme.lower() not in ("http", "https"):
             return [
                 Refusal("api_url", f"{{field}} {shown} needs an http:// or https:// scheme",
@@ -137,7 +138,7 @@ class S3StoreType(StoreTypeBase):
                         "give the keys as AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY")
             ]  # fmt: skip
         try:
-            parts = urlsplit(spec.api_url)
+            parts = urlsplit(spec.setting("api_url"))
             _ = parts.port
         except ValueError:
             return [Refusal("api_url", f"{{field}} {shown} does not parse as a URL",
@@ -174,8 +175,9 @@ class S3StoreType(StoreTypeBase):
     def describe(self, spec: StoreSpec) -> str:
         key = spec.key.lstrip("/")
         bucket = spec.endpoint.strip()
-        if spec.api_url:
-            return f"s3 {redact_url(spec.api_url).rstrip('/')} {bucket}/{key}"
+        api_url = spec.setting("api_url")
+        if api_url:
+            return f"s3 {redact_url(api_url).rstrip('/')} {bucket}/{key}"
         return f"s3 {bucket}/{key}"
 
     def build(self, spec: StoreSpec) -> S3Source:
@@ -184,11 +186,12 @@ class S3StoreType(StoreTypeBase):
 
         description = self.admit(spec)
         key = spec.key.lstrip("/")
+        api_url = spec.setting("api_url")
         settings = S3Settings(
             bucket=spec.endpoint.strip(),
             key=key,
             format_name=(spec.extra.get("format") or format_from_key(key) or "").lower(),
-            api_url=spec.api_url.rstrip("/") if spec.api_url else None,
+            api_url=api_url.rstrip("/") if api_url else None,
             tls=spec.tls,
             timeout=spec.timeout or DEFAULT_TIMEOUT,
             description=description,

@@ -37,7 +37,7 @@ class S3(StoreSource):
         extra: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(
-            StoreSpec(
+            StoreSpec.from_inputs(
                 source="s3",
                 endpoint=endpoint,
                 key=key,

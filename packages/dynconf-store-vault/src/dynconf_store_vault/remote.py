@@ -45,7 +45,7 @@ class Vault(StoreSource):
         extra: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(
-            StoreSpec(
+            StoreSpec.from_inputs(
                 source="vault",
                 endpoint=addr,
                 key=path,

@@ -64,8 +64,8 @@ def describe_spec(spec: StoreSpec) -> str:
     """``vault <address> <key>`` (+ namespace, + dynamic); never a credential or a value."""
     key = spec.key.partition("?")[0].strip("/")
     text = f"vault {redact_url(spec.endpoint.rstrip('/'))} {key}"
-    if spec.namespace:
-        text += f" namespace {spec.namespace}"
+    if spec.setting("namespace"):
+        text += f" namespace {spec.setting('namespace')}"
     if spec.dynamic:
         text += " (dynamic)"
     return text
@@ -99,7 +99,7 @@ class VaultSource(SourceSupport):
         self._transport = Transport(
             spec.endpoint,
             tls=spec.tls,
-            namespace=spec.namespace,
+            namespace=spec.setting("namespace"),
             timeout=spec.timeout or DEFAULT_TIMEOUT,
             origin=self._origin,
             policy=HttpPolicy.from_settings(spec.extra),

@@ -31,7 +31,7 @@ from dynconf.render import DEFAULT_MAX_DOCUMENT_BYTES, OutputSpec, TemplateSourc
 from dynconf.stores import StoreSpec, TlsSettings
 from dynconf.units import parse_seconds_or_duration
 from dynconf_k8s.agent.notify import NotifyTarget, NotifyUrlError, parse_notify_url
-from dynconf_k8s.contract.registry import KEYS
+from dynconf_k8s.contract.registry import BOOK_KEYS, KEYS
 from dynconf_k8s.vocabulary import ON_DELETE, ON_DRIFT, STARTUP_POLICIES, STORES
 
 __all__ = [
@@ -78,7 +78,7 @@ _SETTING_ROWS: Final = tuple(row for row in KEYS if row.setting)
 """The loaded stores' setting inputs (``--token-header``), each into ``StoreSpec.extra``."""
 TIMEOUT_STORES: Final = frozenset({"consul", "vault", "config-server", "firestore"})
 
-USAGE: Final = """\
+_BOOK_USAGE: Final = """\
 usage: dynamic-config-agent --source STORE [--endpoint ADDR] --key KEY --out PATH [flags]
 
   --source S             consul | vault | config-server | firestore | git | redis | etcd | nats | s3
@@ -116,6 +116,18 @@ usage: dynamic-config-agent --source STORE [--endpoint ADDR] --key KEY --out PAT
 Secrets come from the environment only: DYNAMIC_CONFIG_AGENT_TOKEN, DYNAMIC_CONFIG_AGENT_PASSWORD,
 DYNAMIC_CONFIG_AGENT_ENDPOINT.
 """
+
+
+def _store_usage() -> str:
+    """A line per flag the loaded stores declare (a tenth store's ``--token-header``)."""
+    rows = [row for row in _SETTING_ROWS if row not in BOOK_KEYS]
+    if not rows:
+        return ""
+    lines = [f"  {row.flags[0]:<22} {row.summary}" for row in rows]
+    return "\nInputs of the loaded store plugins:\n" + "\n".join(lines) + "\n"
+
+
+USAGE: Final = _BOOK_USAGE + _store_usage()
 
 
 class UsageError(Exception):
@@ -429,7 +441,7 @@ def parse_args(argv: Sequence[str], environ: Mapping[str, str] | None = None) ->
         server_name=values.get("--tls-server-name"),
         skip_verify="--tls-skip-verify" in bare,
     )
-    spec = StoreSpec(
+    spec = StoreSpec.from_inputs(
         source=source,
         endpoint=endpoint,
         key=key,
@@ -457,7 +469,7 @@ def parse_args(argv: Sequence[str], environ: Mapping[str, str] | None = None) ->
             "--events",
         )
 
-    trust = [f for f in (tls.ca_file, tls.cert_file, tls.key_file, spec.ssh_key) if f]
+    trust = [f for f in (tls.ca_file, tls.cert_file, tls.key_file, spec.setting("ssh_key")) if f]
     return AgentSettings(
         source=source,
         spec=spec,

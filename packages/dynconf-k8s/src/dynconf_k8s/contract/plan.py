@@ -30,9 +30,6 @@ class Render:
     auth_role: str | None = None
     auth_username: str | None = None
     auth_token_path: str | None = None
-    namespace: str | None = None
-    ref: str | None = None
-    api_url: str | None = None
     token_secret: SecretRef | None = None
     password_secret: SecretRef | None = None
     ca: ConfigMapRef | None = None

@@ -118,8 +118,9 @@ class Key:
     csi: str | None = None
     """The node agent's CSI volume attribute for this key (``None``: not taken by a volume)."""
     setting: str | None = None
-    """The ``StoreSpec.extra`` key this row fills: set on the rows :func:`store_input_rows`
-    makes for a store's declared setting input (``token_header``), ``None`` on the book's."""
+    """The ``StoreSpec.extra`` key this row fills as text: a store's declared setting input,
+    on the book's rows (``ref``, ``api-url``, ``namespace``) and on the rows
+    :func:`store_input_rows` makes for a tenth store's (``token_header``)."""
 
     @property
     def annotation(self) -> str:
@@ -378,8 +379,7 @@ BOOK_KEYS: Final[tuple[Key, ...]] = (
         store_knob=True,
         store_shaped=True,
         flags=("--namespace",),
-        target="namespace",
-        store_field="namespace",
+        setting="namespace",
         csi="namespace",
     ),
     _k(
@@ -391,8 +391,7 @@ BOOK_KEYS: Final[tuple[Key, ...]] = (
         store_knob=True,
         store_shaped=True,
         flags=("--ref",),
-        target="ref",
-        store_field="ref",
+        setting="ref",
         csi="ref",
     ),
     _k(
@@ -404,8 +403,7 @@ BOOK_KEYS: Final[tuple[Key, ...]] = (
         store_knob=True,
         store_shaped=True,
         flags=("--api-url",),
-        target="api_url",
-        store_field="api_url",
+        setting="api_url",
         csi="api-url",
     ),
     _k(
@@ -967,12 +965,14 @@ def store_input_rows(stores: Iterable[StoreType], taken: Collection[Key]) -> tup
     from dynconf.stores import SETTING_KINDS, setting_inputs
 
     names = {row.name for row in taken} | {ALSO, ALSO_SECTION}
+    covered = {row.setting or row.store_input or row.store_field for row in taken}
+    """Inputs a book row already carries (git's ``ref``, ``ssh_key`` through ``ssh-secret``)."""
     flags = {flag for row in taken for flag in row.flags} | {"--also", "--one-shot"}
     rows: dict[str, Key] = {}
     for store in sorted(stores, key=lambda store: store.name):
         for declared in setting_inputs(store):
             name = declared.name.replace("_", "-")
-            if name in rows:
+            if name in rows or declared.name in covered:
                 continue
             why = (
                 "it shadows a contract key or flag" if name in names or f"--{name}" in flags

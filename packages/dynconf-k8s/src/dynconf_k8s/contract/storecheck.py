@@ -47,7 +47,7 @@ def spec_for(render: Render, plan: Plan) -> StoreSpec:
     has_password = (
         render.password_secret is not None or "DYNAMIC_CONFIG_AGENT_PASSWORD" in env_names
     )
-    return StoreSpec(
+    return StoreSpec.from_inputs(
         source=render.source,
         endpoint=render.endpoint if render.endpoint is not None else _PLACEHOLDER,
         key=render.key,

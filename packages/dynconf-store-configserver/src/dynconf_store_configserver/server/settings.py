@@ -51,7 +51,7 @@ _SECTION_KEYS: Final = frozenset(
 )
 _STORE_KEYS: Final = frozenset({
     "source", "endpoint", "key", "section", "auth", "auth_mount", "auth_role", "auth_username",
-    "auth_token_path", "namespace", "ref", "api_url", "ssh_key", "timeout", "token_file",
+    "auth_token_path", "timeout", "token_file",
     "password_file", "token_env", "password_env", "ca", "tls_cert", "tls_key",
     "tls_server_name", "settings",
 })  # fmt: skip
@@ -72,8 +72,10 @@ def _store_key(where: str, field: str) -> str:
 
 _STRING_FIELDS: Final = (
     "endpoint", "key", "section", "auth", "auth_mount", "auth_role", "auth_username",
-    "auth_token_path", "namespace", "ref", "api_url", "ssh_key",
+    "auth_token_path",
 )  # fmt: skip
+"""The common string inputs; a store's own (git's ``ref``, s3's ``api_url``, a tenth
+store's) are its declared setting inputs, taken under their own names."""
 _PLACEHOLDER: Final = "<from file>"
 _CLIENT_KEYS: Final = frozenset({"name", "token", "applications"})
 _TLS_KEYS: Final = frozenset({"certificate", "key", "client_ca"})
@@ -397,18 +399,23 @@ class _Parser:
     def store(self, where: str, table: Mapping[str, Any]) -> StoreSettings | None:
         from dynconf.errors import MissingError
         from dynconf.plugins import default_registry
+        from dynconf.stores import setting_inputs
 
-        self.unknown(where, table, _STORE_KEYS)
         source = table.get("source")
+        store_type = None
+        if isinstance(source, str):
+            try:
+                store_type = default_registry().store(source)
+            except MissingError as exc:
+                self.refuse(f"{where}: {exc.message}")
+        own = tuple(d.name for d in setting_inputs(store_type)) if store_type else ()
+        self.unknown(where, table, _STORE_KEYS | set(own))
         if not isinstance(source, str):
             self.refuse(f"{where}.source must name an installed store (consul, vault, …)")
             return None
-        try:
-            store_type = default_registry().store(source)
-        except MissingError as exc:
-            self.refuse(f"{where}: {exc.message}")
+        if store_type is None:
             return None
-        strings = {k: table[k] for k in _STRING_FIELDS if k in table}
+        strings = {k: table[k] for k in (*_STRING_FIELDS, *own) if k in table}
         for key, value in strings.items():
             if not isinstance(value, str):
                 self.refuse(f"{where}.{key} must be a string")
@@ -435,11 +442,11 @@ class _Parser:
         cert = self.path(f"{where}.tls_cert", table["tls_cert"]) if "tls_cert" in table else None
         key_path = self.path(f"{where}.tls_key", table["tls_key"]) if "tls_key" in table else None
         timeout = table.get("timeout")
-        spec = StoreSpec(
+        spec = StoreSpec.from_inputs(
             source=source,
             endpoint=str(strings.get("endpoint", "")),
             key=str(strings.get("key", "")),
-            **{k: str(v) for k, v in strings.items() if k not in ("endpoint", "key")},  # type: ignore[arg-type]
+            **{k: str(v) for k, v in strings.items() if k not in ("endpoint", "key")},
             timeout=float(timeout) if isinstance(timeout, int | float) else None,
             tls=TlsSettings(
                 ca_file=str(ca_path) if ca_path else None,
