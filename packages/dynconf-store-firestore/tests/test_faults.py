@@ -55,3 +55,16 @@ def test_access_token_never_appears_in_errors_or_logs(caplog):
     assert caught.value.kind == "remote"
     for text in (str(caught.value), repr(caught.value), caplog.text, source.describe()):
         assert secret not in text
+
+
+def test_resource_exhausted_is_a_throttle_not_a_plain_failure(make_source):
+    """RESOURCE_EXHAUSTED (a quota; the emulator never sends it, so the client's own exception
+    stands in) is a ThrottledError, which the call budget backs off on."""
+    from google.api_core.exceptions import ResourceExhausted
+
+    from dynconf.errors import ThrottledError
+
+    source = make_source("configs/app")
+    classified = source._classify(ResourceExhausted("quota exceeded"))
+    assert isinstance(classified, ThrottledError)
+    assert "RESOURCE_EXHAUSTED" in classified.message

@@ -48,3 +48,47 @@ def test_server_gone_mid_watch_is_reported_and_the_next_change_delivered(aws_env
         assert watch.error is None
     finally:
         proxy.close()
+
+
+def test_slow_down_is_a_throttle_carrying_the_servers_retry_after(monkeypatch):
+    """A 503 SlowDown (which MinIO and moto do not send on demand, so a loopback server plays
+    it) is a ThrottledError with the Retry-After seconds, which the call budget honours."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from dynconf.errors import ThrottledError
+
+    body = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code>'
+            b"<Message>Please reduce your request rate.</Message></Error>")  # fmt: skip
+
+    class SlowDown(BaseHTTPRequestHandler):
+        def _answer(self) -> None:
+            self.send_response(503)
+            self.send_header("Retry-After", "7")
+            self.send_header("Content-Type", "application/xml")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(body)
+
+        do_GET = do_HEAD = _answer
+
+        def log_message(self, format: str, *args: object) -> None:
+            """Quiet."""
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
+    server = ThreadingHTTPServer(("127.0.0.1", 0), SlowDown)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        source = s3_source("bucket", KEY, api_url=f"http://127.0.0.1:{server.server_address[1]}")
+        with pytest.raises(ThrottledError) as raised:
+            source.fetch()
+        source.close()
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+    assert raised.value.retry_after == 7
+    assert "SlowDown" in raised.value.message

@@ -175,6 +175,11 @@ class FirestoreSource(SourceSupport):
                     f"refused the credential ({status}); check the workload's IAM role "
                     "(roles/datastore.viewer) or replace the access token"
                 )
+            if status == "RESOURCE_EXHAUSTED":
+                return self.throttled_error(
+                    "answered RESOURCE_EXHAUSTED (a quota or rate limit); backing off (lower "
+                    "the store budget or the watch rate)"
+                )
             if status == "NOT_FOUND":
                 return self.remote_error(
                     "answered NOT_FOUND for the database; check the project and database "

@@ -29,7 +29,7 @@ from typing import Any, Final
 
 from dynconf.errors import AuthError, DynconfError
 from dynconf.sources import SourceSupport
-from dynconf.store_http import note_ignored_proxy
+from dynconf.store_http import THROTTLE_STATUSES, note_ignored_proxy, retry_after
 from dynconf.stores import (
     ABSENT,
     Absent,
@@ -46,6 +46,10 @@ DEFAULT_TIMEOUT: Final = 10.0
 """Seconds for connecting and for each read of one attempt (botocore retries 3 times)."""
 MAX_ATTEMPTS: Final = 3
 
+THROTTLE_CODES: Final = frozenset(
+    {"SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded", "TooManyRequests"}
+)
+"""The error codes S3 and S3-compatible servers send to say "fewer requests" (with 503)."""
 AUTH_CODES: Final = frozenset(
     {
         "AccessDenied",
@@ -271,8 +275,11 @@ class S3Source(SourceSupport):
         except bex.ClientError as exc:
             error = exc.response.get("Error", {})
             meta = exc.response.get("ResponseMetadata", {})
+            headers = meta.get("HTTPHeaders") or {}
             raise _Answered(
-                str(error.get("Code", "")), int(meta.get("HTTPStatusCode", 0))
+                str(error.get("Code", "")),
+                int(meta.get("HTTPStatusCode", 0)),
+                retry_after(headers.get("retry-after")),
             ) from None
         except bex.NoCredentialsError:
             raise self.remote_error(
@@ -308,6 +315,12 @@ class S3Source(SourceSupport):
             return self.remote_error(
                 "has no such bucket (NoSuchBucket); check the endpoint (the bucket name) and "
                 "the region or --api-url"
+            )
+        if code in THROTTLE_CODES or status in THROTTLE_STATUSES:
+            return self.throttled_error(
+                f"asked for fewer requests ({code or status}) after botocore's own retries; "
+                "backing off (lower the store budget or the watch rate)",
+                answered.retry_after,
             )
         if code == "RequestTimeTooSkewed":
             return self.remote_error(
@@ -353,7 +366,8 @@ def _no_region_redirect(context: dict[str, Any], **_kwargs: Any) -> None:
 class _Answered(Exception):
     """S3 answered with an error status; the code and status decide, never the text."""
 
-    def __init__(self, code: str, status: int) -> None:
+    def __init__(self, code: str, status: int, retry_after: float | None = None) -> None:
         super().__init__(code)
         self.code = code
         self.status = status
+        self.retry_after = retry_after
