@@ -83,3 +83,21 @@ def test_bad_store_budget_is_refused_by_name(agent: Start, tmp_path: Path) -> No
     assert process.wait_exit() != 0
     text = "".join(process.raw) + process.stderr
     assert "--store-budget is not a budget" in text
+
+
+def test_each_answered_blocking_query_is_counted(
+    agent: Start, consul_server: Any, consul_key: str, tmp_path: Path
+) -> None:
+    """Consul's watch is a chain of blocking queries; each answered one is a store call."""
+    out = tmp_path / "app.json"
+    process = agent(
+        "--source", "consul", "--endpoint", consul_server.url, "--key", consul_key,
+        "--out", str(out), "--watch", "300", "--metrics-addr", "127.0.0.1:0",
+    )  # fmt: skip
+    wait_file(out, lambda t: "db-1" in t)
+    for n in (2, 3, 4):
+        consul_server.client.kv.put(consul_key, json.dumps({"db": f"db-{n}"}))
+        wait_file(out, lambda t, n=n: f"db-{n}" in t)
+    # the first read, the query that primes the index, and one per change (no resync in 300 s)
+    assert requests_by_outcome(process)["ok"] >= 5
+    assert process.stop() == 0

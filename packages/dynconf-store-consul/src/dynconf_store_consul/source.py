@@ -28,7 +28,7 @@ from typing import Final
 from dynconf.errors import AuthError, DynconfError, Origin, RemoteError
 from dynconf.sources import SourceSupport
 from dynconf.store_http import THROTTLE_STATUSES, retry_after
-from dynconf.stores import ABSENT, Absent, Fetched, Pace, layered, same_document
+from dynconf.stores import ABSENT, Absent, Fetched, Pace, layered, report_watching, same_document
 from dynconf_store_consul.auth import Credential
 from dynconf_store_consul.plugin import ConsulStoreType
 from dynconf_store_consul.transport import Reply, Transport
@@ -128,6 +128,7 @@ class ConsulSource(SourceSupport):
             elif index is None:
                 index = 0
             self.connected = True
+            report_watching(self)  # one blocking query answered: the call is counted
             if last is None:
                 last = answer
                 continue
