@@ -357,10 +357,14 @@ def _kubelet_config(data: Path, certs: Path, cgroup_root: str) -> dict[str, obje
         "resolvConf": str(data / "kubelet" / "resolv.conf"),
         "rotateCertificates": False,
         "serverTLSBootstrap": False,
+        # Absolute floors, not percentages: the node's disk is the machine's, shared with
+        # every checkout and cache on it, so 5 % of a large shared disk (12 GiB of 252) tainted
+        # the node with DiskPressure while gigabytes were free. 1 GiB still leaves room to
+        # log and to unpack an image.
         "evictionHard": {
             "memory.available": "100Mi",
-            "nodefs.available": "5%",
-            "imagefs.available": "5%",
+            "nodefs.available": "1Gi",
+            "imagefs.available": "1Gi",
         },
         "imageGCHighThresholdPercent": 100,  # images are loaded by hand, never pulled back
         "maxPods": 110,
