@@ -18,7 +18,8 @@ server-side apply, in two parts:
   agree, and a replica that finds a newer generation already reported leaves them alone.
 
 A refused generation also leaves a Warning Event (:data:`INVALID_REASON`) on the resource, one
-per generation (its name is fixed, so the second replica's create is a harmless 409). Status
+per generation (its name is fixed, so the second replica's create is a harmless 409), in
+namespace ``default``: the API server keeps the Events of a cluster-scoped object there. Status
 and Events carry the parser's first problem, which names the field and the fix; the
 installation holds no credentials (Secrets are named, never read), so no value there is one.
 """
@@ -40,10 +41,13 @@ from dynconf_k8s.webhook.kube import MissingIdentity
 
 __all__ = [
     "APPLIED_REASON",
+    "EVENT_NAMESPACE",
+    "EVENT_RULES",
     "INVALID_REASON",
     "KIND",
     "PLURAL",
     "POLL_SECONDS",
+    "RULES",
     "STATUS_MANAGER",
     "ResourceWatch",
 ]
@@ -60,6 +64,15 @@ APPLIED_REASON: Final = "Applied"
 INVALID_REASON: Final = "InstallationInvalid"
 """``Valid`` is False, and the Warning Event's reason: the newest generation was refused."""
 POLL_SECONDS: Final = 5.0
+RULES: Final = (
+    {"apiGroups": [GROUP], "resources": [PLURAL], "verbs": ["get"]},
+    {"apiGroups": [GROUP], "resources": [f"{PLURAL}/status"], "verbs": ["patch"]},
+)
+"""What a follower needs cluster-wide (the chart narrows it to the one resource's name)."""
+EVENT_NAMESPACE: Final = "default"
+"""Where an Event about a cluster-scoped object must live (the API server refuses others)."""
+EVENT_RULES: Final = ({"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},)
+"""What it needs in :data:`EVENT_NAMESPACE`, for the Warning Event of a refused generation."""
 _MESSAGE_LIMIT: Final = 1024
 
 ClientFactory = Callable[[], AbstractContextManager[Any]]
@@ -81,9 +94,8 @@ class ResourceWatch:
     """One replica's follower of the ``DynamicConfigInstallation`` named ``name``.
 
     ``component`` (``webhook``, ``operator``) and ``identity`` (the pod's name) name this
-    replica's status entry; ``event_namespace`` is where its Warning Events go (its own
-    namespace: Events about a cluster-scoped object may live in any, and ``kubectl describe``
-    finds them). :attr:`synced` is set once a generation of the resource is in force here.
+    replica's status entry; ``events`` turns its Warning Events on. :attr:`synced` is set once
+    a generation of the resource is in force here.
     """
 
     def __init__(
@@ -94,7 +106,7 @@ class ResourceWatch:
         *,
         component: str,
         identity: str,
-        event_namespace: str | None = None,
+        events: bool = True,
         every: float = POLL_SECONDS,
         timeout: float = 10.0,
     ) -> None:
@@ -103,7 +115,7 @@ class ResourceWatch:
         self.clients = clients
         self.component = component
         self.identity = identity
-        self.event_namespace = event_namespace
+        self.events = events
         self.every = every
         self.timeout = timeout
         self.synced = threading.Event()
@@ -273,7 +285,7 @@ class ResourceWatch:
         from kubernetes import client
         from kubernetes.client.rest import ApiException
 
-        if not self.event_namespace:
+        if not self.events:
             return
         meta = item.get("metadata") or {}
         stamp = _now()
@@ -282,7 +294,7 @@ class ResourceWatch:
             "kind": "Event",
             "metadata": {
                 "name": f"{self.name}.{self._generation}.invalid",
-                "namespace": self.event_namespace,
+                "namespace": EVENT_NAMESPACE,
             },
             "involvedObject": {
                 "apiVersion": f"{GROUP}/{VERSION}",
@@ -303,11 +315,14 @@ class ResourceWatch:
         }
         try:
             client.CoreV1Api(api_client).create_namespaced_event(
-                self.event_namespace, body, _request_timeout=self.timeout
+                EVENT_NAMESPACE, body, _request_timeout=self.timeout
             )
         except ApiException as exc:
             if exc.status != 409:  # 409: another replica reported this generation already
-                log.warning("installation event refused", extra={"status": exc.status})
+                log.warning(
+                    "installation event refused",
+                    extra={"status": exc.status, "namespace": EVENT_NAMESPACE},
+                )
 
     # -- the loop --------------------------------------------------------------------------------
 

@@ -237,7 +237,6 @@ def live_installation(
             access.api_client,
             component="webhook",
             identity=settings.identity,
-            event_namespace=settings.namespace,
         )
     elif settings.reload_seconds:
         document = DocumentWatch(settings.document, holder, settings.reload_seconds)

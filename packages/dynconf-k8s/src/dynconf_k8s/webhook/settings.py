@@ -115,8 +115,6 @@ class WebhookSettings:
     """Follow this ``DynamicConfigInstallation``'s spec and report in its status."""
     identity: str = "dynamic-config-webhook"
     """This replica's name in the resource's status (``POD_NAME``, else ``HOSTNAME``)."""
-    namespace: str | None = None
-    """Where this replica's Events go (``POD_NAMESPACE``)."""
     environ: Mapping[str, str] = field(default_factory=dict)
     """The ``DYNAMIC_CONFIG_*`` variables as at start: a live document is judged under them."""
 
@@ -149,7 +147,6 @@ class WebhookSettings:
             reload_seconds=reload_seconds,
             installation_resource=resource,
             identity=env.get("POD_NAME") or env.get("HOSTNAME") or "dynamic-config-webhook",
-            namespace=env.get("POD_NAMESPACE") or None,
             environ={k: v for k, v in env.items() if k.startswith("DYNAMIC_CONFIG_")},
         )
 
