@@ -7,6 +7,7 @@ what is in force. Variables are read once at start and win over either source, s
 one of them still needs a restart.
 """
 
+from dynconf_k8s.inforce.budgets import follow_budgets, store_budgets
 from dynconf_k8s.inforce.disk import DocumentWatch
 from dynconf_k8s.inforce.holder import (
     OUTCOMES,
@@ -14,9 +15,9 @@ from dynconf_k8s.inforce.holder import (
     InstallationInForce,
     InstallationMetrics,
     Offer,
-    store_budgets,
 )
 from dynconf_k8s.inforce.resource import KIND, PLURAL, ResourceWatch
+from dynconf_k8s.inforce.sources import LiveSource, live_source
 
 __all__ = [
     "KIND",
@@ -26,7 +27,10 @@ __all__ = [
     "DocumentWatch",
     "InstallationInForce",
     "InstallationMetrics",
+    "LiveSource",
     "Offer",
     "ResourceWatch",
+    "follow_budgets",
+    "live_source",
     "store_budgets",
 ]

@@ -26,7 +26,6 @@ from typing import Final, Literal
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from dynconf.budget import Budget, parse_budget
 from dynconf_k8s.contract.document import merge_environment
 from dynconf_k8s.contract.installation import Installation, InstallationError, parse_installation
 
@@ -37,7 +36,6 @@ __all__ = [
     "InstallationMetrics",
     "Offer",
     "Outcome",
-    "store_budgets",
 ]
 
 log = logging.getLogger("dynconf_k8s.inforce")
@@ -210,18 +208,3 @@ class InstallationMetrics:
         self.reloads.labels(outcome=offer.outcome).inc()
         self.generation.set(applied.generation)
         self.valid.set(0 if offer.outcome == "refused" else 1)
-
-
-def store_budgets(installation: Installation) -> dict[str, Budget]:
-    """The per-store call budgets an installation sets (``storeDefaults.<store>.store-budget``).
-
-    What the operator and the node agent take when ``DYNAMIC_CONFIG_STORE_BUDGETS`` is not set;
-    the tier was validated by the parser with the agent's own rule, so it parses here.
-    """
-    out: dict[str, Budget] = {}
-    for store, knobs in installation.per_store.items():
-        tier = knobs.get("store-budget")
-        budget = parse_budget(tier.text) if tier is not None else None
-        if budget is not None:
-            out[store] = budget
-    return out

@@ -33,7 +33,7 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
 from dynconf.tracing import Span, Tracing
-from dynconf_k8s.inforce import DocumentWatch, InstallationInForce, ResourceWatch
+from dynconf_k8s.inforce import InstallationInForce, LiveSource, ResourceWatch, live_source
 from dynconf_k8s.webhook.admission import decide
 from dynconf_k8s.webhook.classes import ClassMap, ClassPoller
 from dynconf_k8s.webhook.metrics import WebhookMetrics
@@ -225,40 +225,34 @@ async def _reload_loop(tls: ServingTls, metrics: WebhookMetrics, every: float) -
 
 def live_installation(
     settings: WebhookSettings,
-) -> tuple[InstallationInForce, DocumentWatch | None, ResourceWatch | None]:
+) -> tuple[InstallationInForce, LiveSource | None]:
     """The holder admission reads, and the source that replaces it live (if any)."""
     holder = InstallationInForce(settings.installation, settings.environ, origin=settings.document)
-    document = resource = None
-    if settings.installation_resource:
-        access = settings.kube
-        resource = ResourceWatch(
-            settings.installation_resource,
-            holder,
-            access.api_client,
-            component="webhook",
-            identity=settings.identity,
-        )
-    elif settings.reload_seconds:
-        document = DocumentWatch(settings.document, holder, settings.reload_seconds)
-    return holder, document, resource
+    source = live_source(
+        holder,
+        component="webhook",
+        identity=settings.identity,
+        resource=settings.installation_resource,
+        clients=settings.kube.api_client,
+        document=settings.document,
+        every=settings.reload_seconds,
+    )
+    return holder, source
 
 
 def _start_background(
     settings: WebhookSettings,
     metrics: WebhookMetrics,
     stop: threading.Event,
-    sources: tuple[DocumentWatch | None, ResourceWatch | None] = (None, None),
+    source: LiveSource | None = None,
 ) -> tuple[ClassPoller | None, list[threading.Thread], Callable[[], None]]:
     """The class poller, the rotation loop and the installation's live source, each on its
     own thread (the kube client blocks)."""
     threads: list[threading.Thread] = []
     wakers: list[Callable[[], None]] = []
     poller = None
-    document, resource = sources
-    if document is not None:
-        threads.append(threading.Thread(target=document.run, args=(stop,), name="installation"))
-    if resource is not None:
-        threads.append(threading.Thread(target=resource.run, args=(stop,), name="installation"))
+    if source is not None:
+        threads.append(threading.Thread(target=source.run, args=(stop,), name="installation"))
     if settings.classes:
         poller = ClassPoller(settings.kube, settings.classes_poll_seconds)
         threads.append(threading.Thread(target=poller.run, args=(stop,), name="classes"))
@@ -318,8 +312,8 @@ async def serve(settings: WebhookSettings, tracing: Tracing | None = None) -> No
             )
     metrics = WebhookMetrics()
     halt = threading.Event()
-    holder, document, resource = live_installation(settings)
-    poller, threads, wake = _start_background(settings, metrics, halt, (document, resource))
+    holder, source = live_installation(settings)
+    poller, threads, wake = _start_background(settings, metrics, halt, source)
     try:
         if tls is not None and not await _await_pair(tls, settings.tls_wait_seconds, stopping):
             return
@@ -327,7 +321,7 @@ async def serve(settings: WebhookSettings, tracing: Tracing | None = None) -> No
             metrics.expires_at.set(tls.not_after)
         await _serve_listeners(
             settings, metrics, tls, poller, servers, tracing=tracing, installation=holder,
-            synced=resource.synced if resource is not None else None,
+            synced=source.synced if isinstance(source, ResourceWatch) else None,
         )  # fmt: skip
     finally:
         halt.set()
