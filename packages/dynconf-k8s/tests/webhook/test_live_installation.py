@@ -115,7 +115,7 @@ def test_bad_edit_keeps_the_last_good_installation_and_says_so(
     assert offer is not None and offer.outcome == "refused"
     assert holder.current is good
     assert not holder.valid
-    [line] = [r for r in caplog.records if r.getMessage().startswith("installation refused")]
+    [line] = [r for r in caplog.records if r.getMessage() == "installation_refused"]
     assert line.problem == "DYNAMIC_CONFIG_AGENT_WATCH_SECONDS takes whole seconds, for example 15"
     assert (line.generation, line.in_force) == (2, 1)
     reloads = "dynamic_config_webhook_installation_reloads_total"

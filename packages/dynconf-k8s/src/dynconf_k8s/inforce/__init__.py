@@ -17,7 +17,7 @@ from dynconf_k8s.inforce.holder import (
     Offer,
 )
 from dynconf_k8s.inforce.resource import KIND, PLURAL, ResourceWatch
-from dynconf_k8s.inforce.sources import LiveSource, live_source
+from dynconf_k8s.inforce.sources import LiveSource, document_installation, live_source
 
 __all__ = [
     "KIND",
@@ -30,6 +30,7 @@ __all__ = [
     "LiveSource",
     "Offer",
     "ResourceWatch",
+    "document_installation",
     "follow_budgets",
     "live_source",
     "store_budgets",

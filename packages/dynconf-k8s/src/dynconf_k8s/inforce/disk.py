@@ -59,7 +59,7 @@ class DocumentWatch:
         if seen is None:
             if self._seen is not None and not self._missing_logged:
                 log.warning(
-                    "installation document missing; the last good installation stays in force",
+                    "installation_document_missing",
                     extra={"path": self.path, "fix": "write an empty document to clear it"},
                 )
                 self._missing_logged = True
@@ -72,7 +72,7 @@ class DocumentWatch:
                 text = handle.read()
         except (OSError, UnicodeDecodeError) as exc:
             log.warning(
-                "installation document unreadable; the last good installation stays in force",
+                "installation_document_unreadable",
                 extra={"path": self.path, "error_type": type(exc).__name__},
             )
             return None

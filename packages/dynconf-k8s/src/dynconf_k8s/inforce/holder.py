@@ -142,7 +142,7 @@ class InstallationInForce:
             except InstallationError as exc:
                 result = Offer("refused", number, tuple(exc.problems))
                 log.error(
-                    "installation refused; the last good one stays in force",
+                    "installation_refused",
                     extra={
                         "origin": origin,
                         "generation": number,
@@ -158,7 +158,7 @@ class InstallationInForce:
                 else:
                     result = Offer("applied", number)
                     self._applied = Applied(installation, number, origin)
-                    log.info("installation applied", extra={"origin": origin, "generation": number})
+                    log.info("installation_applied", extra={"origin": origin, "generation": number})
             self._last = result
             applied = self._applied
         if result.outcome == "applied":

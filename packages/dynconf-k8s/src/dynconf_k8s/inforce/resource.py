@@ -147,13 +147,13 @@ class ResourceWatch:
                     self._report(api_client, item, offer)
         except (ApiException, HTTPError, OSError) as exc:
             log.warning(
-                "installation resource unreachable; the installation in force stays",
+                "installation_resource_unreachable",
                 extra={"resource": self.name, "error_type": type(exc).__name__,
                        "status": getattr(exc, "status", None)},
             )  # fmt: skip
         except MissingIdentity as exc:
             log.warning(
-                "installation resource unreadable",
+                "installation_resource_unreadable",
                 extra={"resource": self.name, "error": str(exc)[:200]},
             )
         with self._round_done:
@@ -184,7 +184,7 @@ class ResourceWatch:
                 raise
             if not self._missing_logged:
                 log.warning(
-                    "installation resource not found; the installation in force stays",
+                    "installation_resource_not_found",
                     extra={"resource": f"{KIND}/{self.name}",
                            "fix": "create it (the chart renders it with "
                                   "webhook.installation.resource.enabled)"},
@@ -320,7 +320,7 @@ class ResourceWatch:
         except ApiException as exc:
             if exc.status != 409:  # 409: another replica reported this generation already
                 log.warning(
-                    "installation event refused",
+                    "installation_event_refused",
                     extra={"status": exc.status, "namespace": EVENT_NAMESPACE},
                 )
 

@@ -7,11 +7,15 @@ the installation for the process's life.
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from dynconf_k8s.contract.document import merge_environment
+from dynconf_k8s.contract.installation import parse_installation
 from dynconf_k8s.inforce.disk import POLL_SECONDS, DocumentWatch
 from dynconf_k8s.inforce.holder import InstallationInForce
 from dynconf_k8s.inforce.resource import ClientFactory, ResourceWatch
 
-__all__ = ["LiveSource", "live_source"]
+__all__ = ["LiveSource", "document_installation", "live_source"]
 
 LiveSource = DocumentWatch | ResourceWatch
 
@@ -32,3 +36,19 @@ def live_source(
     if document and every:
         return DocumentWatch(document, holder, every)
     return None
+
+
+def document_installation(path: str | None) -> InstallationInForce:
+    """The holder of a process that takes the installation document alone (the operator, the
+    node agent: the webhook's variables are not theirs). An absent file is an empty document.
+
+    Raises :class:`~dynconf_k8s.contract.InstallationError` when the document is not valid.
+    """
+    text = None
+    if path:
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except FileNotFoundError:
+            text = None
+    installation = parse_installation(merge_environment({}, text, origin=path or "(none)"))
+    return InstallationInForce(installation, origin=path or "no document")

@@ -40,9 +40,12 @@ from typing import Any
 
 from dynconf.logs import configure_logging, console_entry
 from dynconf.tracing import Tracing, tracing_from_env
-from dynconf_k8s.contract.document import merge_environment
-from dynconf_k8s.contract.installation import parse_installation
-from dynconf_k8s.inforce import InstallationInForce, follow_budgets, live_source
+from dynconf_k8s.inforce import (
+    InstallationInForce,
+    document_installation,
+    follow_budgets,
+    live_source,
+)
 from dynconf_k8s.operator.crds import crds_json, write_crds
 from dynconf_k8s.operator.election import LOST_MESSAGE, LeaderElector
 from dynconf_k8s.operator.manager import Operator
@@ -79,19 +82,11 @@ def api_client_from_environment(pool: int = 16) -> Any:
 
 
 def installation_at_start(env: dict[str, str]) -> InstallationInForce:
-    """The installation document alone (the webhook's variables are not the operator's).
+    """The installation document at ``DYNAMIC_CONFIG_OPERATOR_INSTALLATION_FILE`` (or none).
 
     Raises :class:`~dynconf_k8s.contract.InstallationError` when the document is not valid.
     """
-    path = env.get(INSTALLATION_FILE_ENV, "").strip()
-    text = None
-    if path:
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except FileNotFoundError:
-            text = None
-    installation = parse_installation(merge_environment({}, text, origin=path or "(none)"))
-    return InstallationInForce(installation, origin=path or "no document")
+    return document_installation(env.get(INSTALLATION_FILE_ENV, "").strip() or None)
 
 
 def run(environ: dict[str, str] | None = None) -> int:
