@@ -196,7 +196,8 @@ class RunningWebhook:
 
     ``pair`` serves an existing ``(ca, cert, key)`` instead of a freshly minted one;
     ``reload_every`` re-reads it from disk as ``serve`` does, setting :attr:`reloaded` each time
-    a renewed pair is taken up. ``installation`` is a live holder admission reads per review.
+    a renewed pair is taken up. ``installation`` is a live holder admission reads per review;
+    ``synced`` holds ``/readyz`` until it is set.
     ``host`` listens elsewhere than loopback (an Endpoints object,
     which the API server's service proxy follows, may not name a loopback address).
     """
@@ -212,6 +213,7 @@ class RunningWebhook:
         reload_every: float | None = None,
         host: str = "127.0.0.1",
         installation: Any = None,
+        synced: Any = None,
     ) -> None:
         import threading
 
@@ -230,6 +232,7 @@ class RunningWebhook:
             tls=self.tls,
             classes=classes,
             installation=installation,
+            synced=synced,
         )
         self.port = port or free_port()
         config = uvicorn.Config(

@@ -7,6 +7,7 @@ served app over TLS while it changes.
 
 from __future__ import annotations
 
+import base64
 import http.client
 import json
 import logging
@@ -252,3 +253,91 @@ def test_edit_under_admission_load_refuses_nothing_either_installation_admits(
         "dynamic_config_webhook_installation_reloads_total", {"outcome": "applied"}
     )
     assert applied is not None and applied >= 2
+
+
+def test_served_process_applies_a_document_edit_without_a_restart(mount: KubeletMount) -> None:
+    import signal
+    import subprocess
+    import sys
+    import urllib.request
+
+    from tests.fixtures.eventually import eventually
+
+    port = _free_port()
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("DYNAMIC_CONFIG_")},
+        "DYNAMIC_CONFIG_WEBHOOK_PLAINTEXT": "1",
+        "DYNAMIC_CONFIG_WEBHOOK_ADDR": f"127.0.0.1:{port}",
+        "DYNAMIC_CONFIG_WEBHOOK_DEFAULTS_FILE": mount.path,
+        "DYNAMIC_CONFIG_WEBHOOK_RELOAD_SECONDS": "0.1",
+    }
+    binary = Path(sys.executable).with_name("dynamic-config-webhook")
+    process = subprocess.Popen(
+        [str(binary), "serve"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+
+    def watch_flag() -> str:
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{port}/mutate",
+            data=json.dumps(_review("served")).encode(),
+            headers={"content-type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=5) as answer:
+            response = json.loads(answer.read())["response"]
+        assert response["allowed"], response
+        patch = json.loads(base64.b64decode(response["patch"]))
+        [agent] = [op["value"] for op in patch if isinstance(op.get("value"), dict)
+                   and op["value"].get("name") == "dynamic-config-agent"]  # fmt: skip
+        return str(agent["args"][agent["args"].index("--watch") + 1])
+
+    try:
+        assert eventually(lambda: _answers(port), timeout=20)
+        assert watch_flag() == "30"
+        mount.write(NEW)
+        assert eventually(lambda: watch_flag() == "7", timeout=10)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as answer:
+            metrics = answer.read().decode()
+        assert 'dynamic_config_webhook_installation_reloads_total{outcome="applied"} 1.0' in metrics
+    finally:
+        process.send_signal(signal.SIGTERM)
+        output = process.communicate(timeout=30)[0].decode()
+    assert process.returncode == 0, output
+    assert '"installation_applied"' in output
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _answers(port: int) -> bool:
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def test_a_replica_is_not_ready_until_the_resource_is_in_force(running_webhook: Any) -> None:
+    synced = threading.Event()
+    hook = running_webhook(WebhookSettings(), synced=synced)
+    context = ssl.create_default_context(cafile=hook.ca)
+
+    def readyz() -> tuple[int, str]:
+        connection = http.client.HTTPSConnection("127.0.0.1", hook.port, context=context)
+        try:
+            connection.request("GET", "/readyz")
+            answer = connection.getresponse()
+            return answer.status, answer.read().decode()
+        finally:
+            connection.close()
+
+    assert readyz() == (503, "the installation resource is not in force yet")
+    synced.set()
+    assert readyz() == (200, "ok")
