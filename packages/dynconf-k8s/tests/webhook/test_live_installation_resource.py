@@ -231,6 +231,21 @@ def test_two_replicas_converge_and_never_overwrite_each_other(replicas: Replicas
     assert replicas.read()["status"]["observedGeneration"] == newer
 
 
+def test_a_recreated_resource_is_followed_from_its_first_generation(replicas: Replicas) -> None:
+    replicas.create(SPEC)
+    watch = replicas.replica("webhook-a")
+    watch.poll_once()
+    replicas.custom.delete_cluster_custom_object(GROUP, VERSION, PLURAL, replicas.name)
+    assert watch.poll_once() is None, "a missing resource changes nothing"
+    assert watch.holder.current.fleet["watch-seconds"].text == "30"
+
+    replicas.create({**SPEC, "watchSeconds": 7})
+    offer = watch.poll_once()
+
+    assert offer is not None and offer.outcome == "applied", "generation 1 again, another uid"
+    assert watch.holder.current.fleet["watch-seconds"].text == "7"
+
+
 def test_pods_admitted_through_the_api_server_take_an_edit_without_a_restart(
     replicas: Replicas, cluster: Any, running_webhook: Any
 ) -> None:

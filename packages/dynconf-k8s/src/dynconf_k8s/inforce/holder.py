@@ -92,7 +92,9 @@ class InstallationInForce:
         origin: str = "the environment",
         generation: int = 1,
     ) -> None:
-        self._environ = {k: v for k, v in (environ or {}).items() if k.startswith("DYNAMIC_")}
+        self._environ = {
+            k: v for k, v in (environ or {}).items() if k.startswith("DYNAMIC_CONFIG_")
+        }
         self._applied = Applied(first, generation, origin)
         self._offered = generation
         self._last: Offer = Offer("applied", generation)

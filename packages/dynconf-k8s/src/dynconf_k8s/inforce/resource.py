@@ -120,6 +120,7 @@ class ResourceWatch:
         self.timeout = timeout
         self.synced = threading.Event()
         self._generation: int | None = None
+        self._uid: str | None = None
         self._reported: _Reported | None = None
         self._transition: tuple[str, str] | None = None
         self._missing_logged = False
@@ -195,10 +196,12 @@ class ResourceWatch:
         return item
 
     def _follow(self, item: dict[str, Any]) -> Offer | None:
-        generation = int((item.get("metadata") or {}).get("generation") or 0)
-        if generation == self._generation:
-            return None
-        self._generation = generation
+        meta = item.get("metadata") or {}
+        generation = int(meta.get("generation") or 0)
+        uid = meta.get("uid")
+        if (uid, generation) == (self._uid, self._generation):
+            return None  # a re-created resource starts at generation 1 again: the uid tells
+        self._uid, self._generation = uid, generation
         spec = item.get("spec") or {}
         offer = self.holder.offer(
             json.dumps(spec, sort_keys=True), origin=f"{KIND}/{self.name} spec",
@@ -224,8 +227,13 @@ class ResourceWatch:
         message = (
             f"generation {self._generation} is in force"
             if valid
-            else f"generation {self._generation} was refused and generation {applied or 'none'} "
-            f"stays in force: {last.first_problem}"
+            else f"generation {self._generation} was refused and "
+            + (
+                f"generation {applied} stays in force"
+                if applied
+                else "no generation of this resource is in force yet"
+            )
+            + f": {last.first_problem}"
         )[:_MESSAGE_LIMIT]
         entry = {
             "name": self.identity,

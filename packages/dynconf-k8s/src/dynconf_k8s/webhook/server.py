@@ -227,7 +227,13 @@ def live_installation(
     settings: WebhookSettings,
 ) -> tuple[InstallationInForce, LiveSource | None]:
     """The holder admission reads, and the source that replaces it live (if any)."""
-    holder = InstallationInForce(settings.installation, settings.environ, origin=settings.document)
+    # Following a resource, the generation in force is the resource's: none (0) until read.
+    holder = InstallationInForce(
+        settings.installation,
+        settings.environ,
+        origin=settings.document,
+        generation=0 if settings.installation_resource else 1,
+    )
     source = live_source(
         holder,
         component="webhook",
