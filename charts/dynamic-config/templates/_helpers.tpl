@@ -133,7 +133,7 @@ chart
      and caBundle. Every feature that needs the API answers here, so the token mount and the
      NetworkPolicy's egress follow one list. "true" or "false". */}}
 {{- define "dc.webhook.callsApi" -}}
-{{- if or (eq (include "dc.tlsMode" .) "selfrotate") .Values.webhook.classes.enabled -}}
+{{- if or (eq (include "dc.tlsMode" .) "selfrotate") .Values.webhook.classes.enabled (eq (include "dc.installationReload" .) "resource") -}}
 true
 {{- else -}}
 false
@@ -162,19 +162,61 @@ ca: {{ $ca.Cert | b64enc }}
 
 {{/* ---------------------------------------------------- installation */}}
 
-{{/* The installation document (YAML) built from every map-form setting, or "" when all of them
-     are strings. The webhook reads it from /etc/dynamic-config/installation.yaml and turns it
-     into the same grammar the environment variables use. */}}
+{{/* How an edited installation takes effect: restart (the pods roll on the document's checksum),
+     document (the mounted document is re-read live) or resource (the DynamicConfigInstallation
+     the chart renders is followed live). */}}
+{{- define "dc.installationReload" -}}
+{{- $reload := dig "installation" "reload" "restart" .Values.webhook | toString -}}
+{{- if not (has $reload (list "restart" "document" "resource")) -}}
+{{- fail (printf "webhook.installation.reload is %q; it takes restart, document or resource" $reload) -}}
+{{- end -}}
+{{- $reload -}}
+{{- end -}}
+
+{{- define "dc.installationResource" -}}{{ include "dc.fullname" . }}{{- end -}}
+
+{{/* The ServiceAccounts that follow the installation resource: the webhook's, and the
+     operator's when it runs (its store budgets come from the installation). */}}
+{{- define "dc.installationFollowers" -}}
+- kind: ServiceAccount
+  name: {{ include "dc.webhook.serviceAccount" . }}
+  namespace: {{ .Release.Namespace }}
+{{- if .Values.operator.enabled }}
+- kind: ServiceAccount
+  name: {{ include "dc.operator.serviceAccount" . }}
+  namespace: {{ .Release.Namespace }}
+{{- end }}
+{{- end -}}
+
+{{/* The installation document (YAML). With reload "restart" it carries every map-form setting
+     (perStore, the gates), or is "" when all of them are strings: the variables carry the rest.
+     With "document" or "resource" it carries every setting a document can hold, strings too,
+     so that all of them change live; only what no document can carry (the image, the pull
+     secret, the opt-ins) stays in variables, which need a rollout. The webhook turns the
+     document into the same grammar the variables use. */}}
 {{- define "dc.installationDocument" -}}
 {{- $doc := dict -}}
-{{- $perStore := .Values.agent.defaults.perStore -}}
-{{- if and $perStore (kindIs "map" $perStore) -}}
+{{- $live := ne (include "dc.installationReload" .) "restart" -}}
+{{- $d := .Values.agent.defaults -}}
+{{- $perStore := $d.perStore -}}
+{{- if and $perStore (or $live (kindIs "map" $perStore)) -}}
 {{- $_ := set $doc "storeDefaults" $perStore -}}
 {{- end -}}
 {{- range $gate := list "agentEnvAllow" "sourceAllow" "sourceDeny" -}}
 {{- $value := index $.Values.webhook $gate -}}
-{{- if and $value (kindIs "map" $value) -}}
+{{- if and $value (or $live (kindIs "map" $value)) -}}
 {{- $_ := set $doc $gate $value -}}
+{{- end -}}
+{{- end -}}
+{{- if $live -}}
+{{- range $key := list "cpuRequest" "memoryRequest" "cpuLimit" "memoryLimit" "fileMode" "watchSeconds" "mode" "volumeMedium" "nativeSidecar" "runAsUser" "runAsGroup" "metricsPort" "source" "path" "overridable" -}}
+{{- $value := index $d $key -}}
+{{- if and (not (kindIs "invalid" $value)) (ne (toString $value) "") -}}
+{{- $_ := set $doc $key (toString $value) -}}
+{{- end -}}
+{{- end -}}
+{{- if and (not (kindIs "invalid" $d.env)) (ne (toString $d.env) "") -}}
+{{- $_ := set $doc "agentEnv" (toString $d.env) -}}
 {{- end -}}
 {{- end -}}
 {{- if $doc -}}

@@ -196,7 +196,9 @@ class RunningWebhook:
 
     ``pair`` serves an existing ``(ca, cert, key)`` instead of a freshly minted one;
     ``reload_every`` re-reads it from disk as ``serve`` does, setting :attr:`reloaded` each time
-    a renewed pair is taken up. ``host`` listens elsewhere than loopback (an Endpoints object,
+    a renewed pair is taken up. ``installation`` is a live holder admission reads per review;
+    ``synced`` holds ``/readyz`` until it is set.
+    ``host`` listens elsewhere than loopback (an Endpoints object,
     which the API server's service proxy follows, may not name a loopback address).
     """
 
@@ -210,6 +212,8 @@ class RunningWebhook:
         port: int | None = None,
         reload_every: float | None = None,
         host: str = "127.0.0.1",
+        installation: Any = None,
+        synced: Any = None,
     ) -> None:
         import threading
 
@@ -222,7 +226,14 @@ class RunningWebhook:
         self.ca, cert, key = pair or mint_pair(tmp)
         self.tls = ServingTls(cert, key)
         self.metrics = WebhookMetrics()
-        app = create_app(settings, metrics=self.metrics, tls=self.tls, classes=classes)
+        app = create_app(
+            settings,
+            metrics=self.metrics,
+            tls=self.tls,
+            classes=classes,
+            installation=installation,
+            synced=synced,
+        )
         self.port = port or free_port()
         config = uvicorn.Config(
             app,

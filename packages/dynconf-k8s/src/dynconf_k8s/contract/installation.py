@@ -61,7 +61,8 @@ SERVER_VARIABLES: Final = tuple(
     "DYNAMIC_CONFIG_WEBHOOK_" + name
     for name in (
         "ADDR", "METRICS_ADDR", "TLS_CERT", "TLS_KEY", "PLAINTEXT", "SELF_ROTATE", "NAMESPACE",
-        "SERVICE", "TLS_SECRET", "MWC", "VALIDITY_SECONDS", "EXPLAIN",
+        "SERVICE", "TLS_SECRET", "MWC", "VALIDITY_SECONDS", "EXPLAIN", "RELOAD_SECONDS",
+        "INSTALLATION",
     )
 )  # fmt: skip
 """Variables the server reads (:mod:`dynconf_k8s.webhook.settings`); known, not judged here."""
@@ -171,13 +172,15 @@ def _per_store(
 ) -> dict[str, dict[str, TierValue]]:
     where = ENV.STORE_DEFAULTS
     out: dict[str, dict[str, TierValue]] = {}
-    for raw in text.split(";"):
+    # Problems name a group or an entry by its position, never by its text: the text is a
+    # value (an endpoint, a Secret's name), and problems reach logs and status fields.
+    for number, raw in enumerate(text.split(";"), start=1):
         if not raw.strip():
             continue
         head, colon, body = raw.partition(":")
         store = head.strip()
         if not colon or " " in store or "=" in store:
-            problems.append(f"{where}: group {raw.strip()!r} has no `store:` head; {_STORE_FORM}")
+            problems.append(f"{where}: group {number} has no `store:` head; {_STORE_FORM}")
             continue
         if store not in STORES:
             problems.append(
@@ -189,13 +192,13 @@ def _per_store(
             continue
         pairs: list[tuple[str, str, bool | None]] = []
         group_overridable: bool | None = None
-        for entry in body.split(","):
+        for position, entry in enumerate(body.split(","), start=1):
             if not entry.strip():
                 continue
             knob, equals, value = entry.partition("=")
             knob = knob.strip()
             if not equals:
-                problems.append(f"{where}: {store}: {entry.strip()!r} is not knob=value")
+                problems.append(f"{where}: {store}: entry {position} is not knob=value")
                 continue
             value, marker = split_marker(value.strip())
             if knob == "overridable":

@@ -8,6 +8,10 @@ this process (:mod:`dynconf_k8s.node.registration`), so no registrar sidecar is 
 ``DYNAMIC_CONFIG_METRICS_ADDR`` (``host:port``) adds the metrics port. SIGTERM
 stops serving, stops every watch and exits 0; the published files stay, because the kubelet
 still owns the volumes and the next start resumes watching them.
+The per-store call budgets are ``DYNAMIC_CONFIG_STORE_BUDGETS`` when set (fixed), else the
+``store-budget`` tiers of the installation document at
+``DYNAMIC_CONFIG_NODE_AGENT_INSTALLATION_FILE``, re-read every 5 s and applied live
+(:mod:`dynconf_k8s.inforce`); a bad edit keeps the budgets in force.
 ``OTEL_EXPORTER_OTLP_ENDPOINT`` turns on OTLP traces (:mod:`dynconf.tracing`: publish,
 unpublish and each shared fetch), flushed within a bounded wait before the process exits.
 """
@@ -26,11 +30,14 @@ from typing import Final
 import anyio
 import grpc
 
-from dynconf.budget import budgets_from_env, ledger
+from dynconf.budget import budgets_from_env
 from dynconf.errors import DynconfError
 from dynconf.logs import configure_logging, console_entry
 from dynconf.tracing import Tracing, tracing_from_env
 from dynconf_k8s.agent.main import load_registry
+from dynconf_k8s.contract.installation import InstallationError
+from dynconf_k8s.inforce import DocumentWatch, document_installation, follow_budgets
+from dynconf_k8s.inforce.disk import POLL_SECONDS
 from dynconf_k8s.node.metrics import NodeMetrics, serve_metrics
 from dynconf_k8s.node.registration import (
     DEFAULT_REGISTRATION_DIR,
@@ -40,7 +47,9 @@ from dynconf_k8s.node.registration import (
 from dynconf_k8s.node.service import DRIVER_NAME, NodeAgent, NodeSettings, generic_handlers
 from dynconf_k8s.node.shared import Documents
 
-__all__ = ["DEFAULT_SOCKET", "USAGE", "main", "parse_settings", "run"]
+__all__ = ["DEFAULT_SOCKET", "INSTALLATION_FILE_ENV", "USAGE", "main", "parse_settings", "run"]
+
+INSTALLATION_FILE_ENV: Final = "DYNAMIC_CONFIG_NODE_AGENT_INSTALLATION_FILE"
 
 DEFAULT_SOCKET: Final = Path("/csi/csi.sock")
 STOP_GRACE: Final = 5.0
@@ -169,8 +178,15 @@ async def serve(
 ) -> None:
     """Restore, serve the CSI socket (and the metrics port) until SIGTERM or SIGINT."""
     registry, lock_path = load_registry(environ)
-    ledger().configure(settings.store_budgets)
+    path = environ.get(INSTALLATION_FILE_ENV, "").strip() or None
+    try:
+        installation = document_installation(path)
+    except InstallationError as error:
+        raise UsageError(str(error)) from None
+    live = follow_budgets(installation, environ)
     async with anyio.create_task_group() as tg:
+        if live and path:
+            tg.start_soon(_follow_document, DocumentWatch(path, installation))
         agent = NodeAgent(
             settings,
             registry,
@@ -221,6 +237,13 @@ async def serve(
     log.info("stopped")
 
 
+async def _follow_document(watch: DocumentWatch) -> None:
+    """The document's check on the loop: a stat, and a parse when it changed (milliseconds)."""
+    while True:
+        await anyio.sleep(POLL_SECONDS)
+        watch.check()
+
+
 def run(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
     """Parse, then serve; the exit code."""
     env = os.environ if environ is None else environ
@@ -237,6 +260,9 @@ def run(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = N
     tracing = tracing_from_env(env, SERVICE_NAME, extra="dynconf-k8s[otel]")
     try:
         anyio.run(serve, settings, env, tracing, backend="asyncio")
+    except UsageError as error:
+        sys.stderr.write(f"dynamic-config-node-agent: {error}\n")
+        return 1
     except DynconfError as error:
         log.error("node_agent_failed", extra={"reason": str(error)})
         return 1

@@ -24,11 +24,15 @@ from dynconf_k8s.operator.types import (
     CLASS_KIND,
     CLUSTER_CLASS_KIND,
     GROUP,
+    INSTALLATION_KIND,
+    INSTALLATION_PLURAL,
     PLURALS,
     RENDER_KIND,
     VERSION,
     ClassSpec,
     ClusterClassSpec,
+    InstallationSpec,
+    InstallationStatus,
     RenderSpec,
     RenderStatus,
 )
@@ -38,11 +42,16 @@ __all__ = [
     "crd_manifests",
     "crd_yaml",
     "crds_json",
+    "installation_crd",
+    "shipped_crds",
     "structural_schema",
     "write_crds",
 ]
 
-_KEEP: Final = ("type", "format", "description", "default", "enum", "minimum")
+_KEEP: Final = (
+    "type", "format", "description", "default", "enum", "minimum",
+    "x-kubernetes-preserve-unknown-fields", "x-kubernetes-list-type", "x-kubernetes-list-map-keys",
+)  # fmt: skip
 
 
 def structural_schema(model: type[BaseModel]) -> dict[str, Any]:
@@ -82,9 +91,13 @@ def _structural(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
 
 
 def _crd(
-    kind: str, scope: str, spec: type[BaseModel], status: type[BaseModel] | None
+    kind: str,
+    scope: str,
+    spec: type[BaseModel],
+    status: type[BaseModel] | None,
+    plural: str | None = None,
 ) -> dict[str, Any]:
-    plural = PLURALS[kind]
+    plural = plural or PLURALS[kind]
     properties: dict[str, Any] = {"spec": structural_schema(spec)}
     if status is not None:
         properties["status"] = structural_schema(status)
@@ -130,6 +143,18 @@ def crd_manifests() -> list[dict[str, Any]]:
     ]
 
 
+def installation_crd() -> dict[str, Any]:
+    """Ours, beside the contract's three: the cluster-scoped installation (status subresource)."""
+    return _crd(
+        INSTALLATION_KIND, "Cluster", InstallationSpec, InstallationStatus, INSTALLATION_PLURAL
+    )
+
+
+def shipped_crds() -> list[dict[str, Any]]:
+    """Every CRD the chart and ``deploy/crds`` ship: the three, then the installation."""
+    return [*crd_manifests(), installation_crd()]
+
+
 def crds_json() -> str:
     """What ``--crds`` prints: each CRD as pretty JSON, separated by ``\\n---\\n``."""
     return "\n---\n".join(json.dumps(crd, indent=2) for crd in crd_manifests()) + "\n"
@@ -152,7 +177,7 @@ def write_crds(directory: Path) -> list[Path]:
     """Write every CRD into ``directory`` (created when missing); returns the paths."""
     directory.mkdir(parents=True, exist_ok=True)
     written = []
-    for crd in crd_manifests():
+    for crd in shipped_crds():
         path = directory / crd_file_name(crd)
         path.write_text(crd_yaml(crd), encoding="utf-8")
         written.append(path)

@@ -15,6 +15,11 @@ The API server is reached in-cluster (the pod's ServiceAccount) when
 ``DYNAMIC_CONFIG_OPERATOR_RESTART_MIN_INTERVAL`` (default 60 s) per workload, a write judged
 ``DYNAMIC_CONFIG_OPERATOR_RESTART_SETTLE`` (default 5 s) after it lands; a bad value ends the
 start with exit code 2 and the variable named.
+The per-store call budgets are ``DYNAMIC_CONFIG_STORE_BUDGETS`` when set (fixed for the
+process's life), else the installation's ``storeDefaults.<store>.store-budget`` tiers, kept
+current live (:mod:`dynconf_k8s.inforce`): from the ``DynamicConfigInstallation`` named by
+``DYNAMIC_CONFIG_OPERATOR_INSTALLATION`` (this replica reports its entry in the status), or
+from the document at ``DYNAMIC_CONFIG_OPERATOR_INSTALLATION_FILE``, checked every 5 s.
 ``OTEL_EXPORTER_OTLP_ENDPOINT`` turns on OTLP traces (one span per reconcile, service
 ``dynamic-config-operator``), flushed within a bounded wait on the way out.
 """
@@ -22,6 +27,7 @@ start with exit code 2 and the variable named.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import signal
@@ -32,9 +38,14 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from dynconf.budget import budgets_from_env, ledger
 from dynconf.logs import configure_logging, console_entry
 from dynconf.tracing import Tracing, tracing_from_env
+from dynconf_k8s.inforce import (
+    InstallationInForce,
+    document_installation,
+    follow_budgets,
+    live_source,
+)
 from dynconf_k8s.operator.crds import crds_json, write_crds
 from dynconf_k8s.operator.election import LOST_MESSAGE, LeaderElector
 from dynconf_k8s.operator.manager import Operator
@@ -50,6 +61,8 @@ from dynconf_k8s.operator.restarts import SettingsError, restart_settings
 __all__ = ["api_client_from_environment", "main", "run"]
 
 WORKERS_ENV = "DYNAMIC_CONFIG_OPERATOR_WORKERS"
+INSTALLATION_ENV = "DYNAMIC_CONFIG_OPERATOR_INSTALLATION"
+INSTALLATION_FILE_ENV = "DYNAMIC_CONFIG_OPERATOR_INSTALLATION_FILE"
 SERVICE_NAME = "dynamic-config-operator"
 
 log = logging.getLogger("dynconf_k8s.operator")
@@ -68,6 +81,14 @@ def api_client_from_environment(pool: int = 16) -> Any:
     return client.ApiClient(configuration)
 
 
+def installation_at_start(env: dict[str, str]) -> InstallationInForce:
+    """The installation document at ``DYNAMIC_CONFIG_OPERATOR_INSTALLATION_FILE`` (or none).
+
+    Raises :class:`~dynconf_k8s.contract.InstallationError` when the document is not valid.
+    """
+    return document_installation(env.get(INSTALLATION_FILE_ENV, "").strip() or None)
+
+
 def run(environ: dict[str, str] | None = None) -> int:
     """Run until a signal (0) or a lost lease (1)."""
     env = dict(os.environ if environ is None else environ)
@@ -75,7 +96,8 @@ def run(environ: dict[str, str] | None = None) -> int:
     workers = max(1, int(env.get(WORKERS_ENV, "4") or "4"))
     try:
         restarts = restart_settings(env)
-        ledger().configure(budgets_from_env(env))
+        installation = installation_at_start(env)
+        follow_budgets(installation, env)
     except (SettingsError, ValueError) as error:
         log.error("settings_refused", extra={"problem": str(error)})
         return 2
@@ -100,11 +122,25 @@ def run(environ: dict[str, str] | None = None) -> int:
     tracing = tracing_from_env(env, SERVICE_NAME, extra="dynconf-k8s[otel]")
     namespace, pod = env.get("POD_NAMESPACE"), env.get("POD_NAME")
     identity = pod or "dynamic-config-operator"
+    metrics.installation.follow(installation)
+    source = live_source(
+        installation,
+        component="operator",
+        identity=identity,
+        resource=env.get(INSTALLATION_ENV, "").strip() or None,
+        clients=lambda: contextlib.nullcontext(api_client),
+        document=env.get(INSTALLATION_FILE_ENV, "").strip() or None,
+    )
+    follower = None
+    if source is not None:
+        # Every replica follows, leader or not: a follower that takes over paces as it should.
+        follower = threading.Thread(target=source.run, args=(stop,), name="installation")
+        follower.start()
     elector: LeaderElector | None = None
     if namespace and pod:
         elector = LeaderElector(api_client, namespace, pod)
         if not elector.acquire(stop):
-            _shutdown(server, None, elector, tracing)
+            _shutdown(server, None, elector, tracing, follower)
             return 0
     else:
         log.warning(
@@ -131,7 +167,7 @@ def run(environ: dict[str, str] | None = None) -> int:
             target=elector.hold, args=(stop, on_lost), name="lease", daemon=True
         ).start()
     stop.wait()
-    _shutdown(server, operator, None if lost.is_set() else elector, tracing)
+    _shutdown(server, operator, None if lost.is_set() else elector, tracing, follower)
     if lost.is_set():
         log.error("operator_exiting", extra={"why": LOST_MESSAGE})
         return 1
@@ -144,9 +180,12 @@ def _shutdown(
     operator: Operator | None,
     elector: LeaderElector | None,
     tracing: Tracing | None = None,
+    follower: threading.Thread | None = None,
 ) -> None:
     if operator is not None:
         operator.stop()
+    if follower is not None:
+        follower.join(timeout=15)  # stop is set: it withdraws its status entry and ends
     if elector is not None:
         elector.release()
     if server is not None:

@@ -26,6 +26,7 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
 from dynconf.metrics import StoreRequestsCollector
+from dynconf_k8s.inforce.holder import InstallationMetrics
 from dynconf_k8s.metrics_port import CONTENT_TYPE
 
 __all__ = [
@@ -86,6 +87,8 @@ class OperatorMetrics:
             registry=self.registry,
         )
         self.registry.register(StoreRequestsCollector(PREFIX))
+        self.installation = InstallationMetrics(self.registry, PREFIX)
+        """Ours: live installation reloads (the budgets), the generation in force."""
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

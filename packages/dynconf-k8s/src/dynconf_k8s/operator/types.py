@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic.config import JsonDict
 
 __all__ = [
     "API_VERSION",
@@ -26,12 +27,17 @@ __all__ = [
     "PLURALS",
     "RENDER_KIND",
     "VERSION",
+    "INSTALLATION_KIND",
+    "INSTALLATION_PLURAL",
     "ClassSpec",
     "ClusterClassSpec",
     "Condition",
     "DynamicConfigClass",
     "ClusterDynamicConfigClass",
     "DynamicConfigRender",
+    "InstallationReplica",
+    "InstallationSpec",
+    "InstallationStatus",
     "Reason",
     "RenderSpec",
     "RenderStatus",
@@ -51,6 +57,10 @@ PLURALS: Final = {
     CLUSTER_CLASS_KIND: "clusterdynamicconfigclasses",
     RENDER_KIND: "dynamicconfigrenders",
 }
+INSTALLATION_KIND: Final = "DynamicConfigInstallation"
+INSTALLATION_PLURAL: Final = "dynamicconfiginstallations"
+"""Ours, not the book's: the installation as a cluster-scoped object (:mod:`dynconf_k8s.inforce`).
+Kept out of :data:`PLURALS`, the operator's own three kinds."""
 FIELD_MANAGER: Final = "dynamic-config-operator"
 """The server-side-apply field manager every target write uses."""
 
@@ -159,6 +169,71 @@ class Condition(_Model):
     reason: str
     message: str
     last_transition_time: str = Field(alias="lastTransitionTime")
+
+
+_LIST_BY_NAME: Final[JsonDict] = {
+    "x-kubernetes-list-type": "map",
+    "x-kubernetes-list-map-keys": ["name"],
+}
+_LIST_BY_TYPE: Final[JsonDict] = {
+    "x-kubernetes-list-type": "map",
+    "x-kubernetes-list-map-keys": ["type"],
+}
+
+
+class InstallationSpec(_Model):
+    """The installation in force cluster-wide: the installation document's keys, as its spec.
+
+    Not schema-checked by the API server: the webhook's one installation parser judges it and
+    reports in ``status`` (the ``Valid`` condition names the first problem and its field).
+    """
+
+    model_config = ConfigDict(
+        extra="allow", json_schema_extra={"x-kubernetes-preserve-unknown-fields": True}
+    )
+
+
+class InstallationCondition(_Model):
+    """One status condition (only ``Valid`` is written)."""
+
+    type: str
+    status: str
+    reason: str
+    message: str
+    observed_generation: int | None = Field(default=None, alias="observedGeneration")
+    last_transition_time: str = Field(alias="lastTransitionTime")
+
+
+class InstallationReplica(_Model):
+    """What one replica has in force; each replica writes only its own entry."""
+
+    name: str = Field(description="The replica (its pod's name).")
+    component: str = Field(description="webhook or operator.")
+    observed_generation: int = Field(
+        alias="observedGeneration", description="The newest generation this replica judged."
+    )
+    applied_generation: int = Field(
+        alias="appliedGeneration",
+        description="The generation in force in this replica (0: none of this resource yet).",
+    )
+    valid: bool = Field(description="Whether the observed generation parsed.")
+    reason: str = Field(description="Applied or InstallationInvalid.")
+    message: str = Field(description="What is in force, or the first problem by field.")
+    last_transition_time: str = Field(alias="lastTransitionTime")
+
+
+class InstallationStatus(_Model):
+    """What the replicas have in force."""
+
+    observed_generation: int | None = Field(
+        default=None, alias="observedGeneration", description="The newest generation judged."
+    )
+    conditions: list[InstallationCondition] = Field(
+        default_factory=list, json_schema_extra=_LIST_BY_TYPE
+    )
+    replicas: list[InstallationReplica] = Field(
+        default_factory=list, json_schema_extra=_LIST_BY_NAME
+    )
 
 
 class WorkloadRestart(_Model):

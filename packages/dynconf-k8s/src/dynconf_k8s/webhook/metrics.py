@@ -11,6 +11,7 @@ from typing import Final
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from dynconf_k8s.contract.refusals import REASON_LABELS
+from dynconf_k8s.inforce.holder import InstallationMetrics
 
 __all__ = ["BUCKETS", "WebhookMetrics"]
 
@@ -55,6 +56,8 @@ class WebhookMetrics:
             "Unix time the serving certificate expires.",
             registry=self.registry,
         )
+        self.installation = InstallationMetrics(self.registry, "dynamic_config_webhook")
+        """Ours: live installation reloads, the generation in force, whether it is the newest."""
         for outcome in ("skipped", "patched", "refused"):
             self.admissions.labels(outcome=outcome)
         for label in (*REASON_LABELS.values(), "other"):

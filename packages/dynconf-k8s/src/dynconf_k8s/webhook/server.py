@@ -6,6 +6,10 @@ metrics listener. One audit line per non-skipped admission, never an annotation 
 when ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set, one ``admission`` span per review
 (:mod:`dynconf.tracing`) carrying the decision, the refusal reason, the namespace and the pod's
 name — never an annotation, whose values are the workload's configuration request.
+
+The installation is read from an :class:`~dynconf_k8s.inforce.InstallationInForce` once per
+review, so a live reload (the document on disk, or the ``DynamicConfigInstallation``) swaps it
+between reviews and never during one.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
 from dynconf.tracing import Span, Tracing
+from dynconf_k8s.inforce import InstallationInForce, LiveSource, ResourceWatch, live_source
 from dynconf_k8s.webhook.admission import decide
 from dynconf_k8s.webhook.classes import ClassMap, ClassPoller
 from dynconf_k8s.webhook.metrics import WebhookMetrics
@@ -50,15 +55,22 @@ def _ready(settings: WebhookSettings, tls: ServingTls | None) -> bool:
 
 
 def _probes(
-    settings: WebhookSettings, metrics: WebhookMetrics, tls: ServingTls | None
+    settings: WebhookSettings,
+    metrics: WebhookMetrics,
+    tls: ServingTls | None,
+    synced: threading.Event | None = None,
 ) -> list[Route]:
     async def healthz(_: Request) -> Response:
         return PlainTextResponse("ok")
 
     async def readyz(_: Request) -> Response:
-        if _ready(settings, tls):
-            return PlainTextResponse("ok")
-        return PlainTextResponse("no certificate loaded", status_code=503)
+        if not _ready(settings, tls):
+            return PlainTextResponse("no certificate loaded", status_code=503)
+        if synced is not None and not synced.is_set():
+            return PlainTextResponse(
+                "the installation resource is not in force yet", status_code=503
+            )
+        return PlainTextResponse("ok")
 
     async def exposition(_: Request) -> Response:
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
@@ -77,14 +89,19 @@ def create_app(
     tls: ServingTls | None = None,
     classes: Callable[[], ClassMap] | None = None,
     tracing: Tracing | None = None,
+    installation: InstallationInForce | None = None,
+    synced: threading.Event | None = None,
 ) -> Starlette:
     """The admission app: ``POST /mutate`` plus probes and metrics, and ``POST /explain``
     when ``settings.explain`` is on.
 
     ``tracing`` is the process's (one span per admission); the caller owns its shutdown.
+    ``installation`` is the live holder (default: ``settings.installation``, fixed);
+    ``synced``, when given, holds ``/readyz`` at 503 until it is set (the resource was read).
     """
     metrics = metrics or WebhookMetrics()
-    installation = settings.installation
+    in_force = installation or InstallationInForce(settings.installation)
+    metrics.installation.follow(in_force)
     tracer = tracing or Tracing()
 
     async def mutate(request: Request) -> Response:
@@ -95,13 +112,13 @@ def create_app(
                     raise TypeError
             except (ValueError, TypeError):
                 span.set(outcome="bad-request")
-                body = json.dumps(decide(None, installation).response, separators=(",", ":"))
+                body = json.dumps(decide(None, in_force.current).response, separators=(",", ":"))
                 return Response(body, status_code=400, media_type="application/json")
             return _admit(review, span)
 
     def _admit(review: dict[str, Any], span: Span) -> Response:
         started = time.perf_counter()
-        decision = decide(review, installation, classes() if classes else None)
+        decision = decide(review, in_force.current, classes() if classes else None)
         span.set(
             outcome=decision.outcome,
             reason=decision.reason,
@@ -127,9 +144,9 @@ def create_app(
         body = json.dumps(decision.response, separators=(",", ":"), ensure_ascii=False)
         return Response(body, media_type="application/json")
 
-    routes = [Route("/mutate", mutate, methods=["POST"]), *_probes(settings, metrics, tls)]
+    routes = [Route("/mutate", mutate, methods=["POST"]), *_probes(settings, metrics, tls, synced)]
     if settings.explain:
-        routes.append(Route("/explain", _explain_endpoint(settings, classes), methods=["POST"]))
+        routes.append(Route("/explain", _explain_endpoint(in_force, classes), methods=["POST"]))
     app = Starlette(routes=routes)
     app.state.metrics = metrics
     return app
@@ -141,7 +158,7 @@ request limit is 3 MiB)."""
 
 
 def _explain_endpoint(
-    settings: WebhookSettings, classes: Callable[[], ClassMap] | None
+    in_force: InstallationInForce, classes: Callable[[], ClassMap] | None
 ) -> Callable[[Request], Any]:
     """``POST /explain``: a Pod (JSON or YAML) in, :func:`explain_pod`'s report out.
 
@@ -167,7 +184,7 @@ def _explain_endpoint(
             return refuse("the body is not a Pod")
         report = explain_pod(
             pod,
-            settings.installation,
+            in_force.current,
             namespace=request.query_params.get("namespace") or None,
             classes=classes() if classes else None,
         )
@@ -182,10 +199,13 @@ def _explain_endpoint(
 
 
 def create_metrics_app(
-    settings: WebhookSettings, metrics: WebhookMetrics, tls: ServingTls | None = None
+    settings: WebhookSettings,
+    metrics: WebhookMetrics,
+    tls: ServingTls | None = None,
+    synced: threading.Event | None = None,
 ) -> Starlette:
     """The plain-HTTP listener: metrics and probes only, never admission."""
-    return Starlette(routes=_probes(settings, metrics, tls))
+    return Starlette(routes=_probes(settings, metrics, tls, synced))
 
 
 class _Server(uvicorn.Server):
@@ -203,13 +223,42 @@ async def _reload_loop(tls: ServingTls, metrics: WebhookMetrics, every: float) -
             metrics.expires_at.set(tls.not_after)
 
 
+def live_installation(
+    settings: WebhookSettings,
+) -> tuple[InstallationInForce, LiveSource | None]:
+    """The holder admission reads, and the source that replaces it live (if any)."""
+    # Following a resource, the generation in force is the resource's: none (0) until read.
+    holder = InstallationInForce(
+        settings.installation,
+        settings.environ,
+        origin=settings.document,
+        generation=0 if settings.installation_resource else 1,
+    )
+    source = live_source(
+        holder,
+        component="webhook",
+        identity=settings.identity,
+        resource=settings.installation_resource,
+        clients=settings.kube.api_client,
+        document=settings.document,
+        every=settings.reload_seconds,
+    )
+    return holder, source
+
+
 def _start_background(
-    settings: WebhookSettings, metrics: WebhookMetrics, stop: threading.Event
+    settings: WebhookSettings,
+    metrics: WebhookMetrics,
+    stop: threading.Event,
+    source: LiveSource | None = None,
 ) -> tuple[ClassPoller | None, list[threading.Thread], Callable[[], None]]:
-    """The class poller and the rotation loop, each on its own thread (the kube client blocks)."""
+    """The class poller, the rotation loop and the installation's live source, each on its
+    own thread (the kube client blocks)."""
     threads: list[threading.Thread] = []
     wakers: list[Callable[[], None]] = []
     poller = None
+    if source is not None:
+        threads.append(threading.Thread(target=source.run, args=(stop,), name="installation"))
     if settings.classes:
         poller = ClassPoller(settings.kube, settings.classes_poll_seconds)
         threads.append(threading.Thread(target=poller.run, args=(stop,), name="classes"))
@@ -269,13 +318,17 @@ async def serve(settings: WebhookSettings, tracing: Tracing | None = None) -> No
             )
     metrics = WebhookMetrics()
     halt = threading.Event()
-    poller, threads, wake = _start_background(settings, metrics, halt)
+    holder, source = live_installation(settings)
+    poller, threads, wake = _start_background(settings, metrics, halt, source)
     try:
         if tls is not None and not await _await_pair(tls, settings.tls_wait_seconds, stopping):
             return
         if tls is not None and tls.not_after is not None:
             metrics.expires_at.set(tls.not_after)
-        await _serve_listeners(settings, metrics, tls, poller, servers, tracing=tracing)
+        await _serve_listeners(
+            settings, metrics, tls, poller, servers, tracing=tracing, installation=holder,
+            synced=source.synced if isinstance(source, ResourceWatch) else None,
+        )  # fmt: skip
     finally:
         halt.set()
         wake()
@@ -291,6 +344,8 @@ async def _serve_listeners(
     servers: list[_Server],
     *,
     tracing: Tracing | None = None,
+    installation: InstallationInForce | None = None,
+    synced: threading.Event | None = None,
 ) -> None:
     app = create_app(
         settings,
@@ -298,6 +353,8 @@ async def _serve_listeners(
         tls=tls,
         classes=poller.classes if poller else None,
         tracing=tracing,
+        installation=installation,
+        synced=synced,
     )
     host, port = settings.host_port
     config = uvicorn.Config(
@@ -315,7 +372,7 @@ async def _serve_listeners(
     metrics_addr = settings.metrics_host_port
     if metrics_addr:
         mconfig = uvicorn.Config(
-            create_metrics_app(settings, metrics, tls),
+            create_metrics_app(settings, metrics, tls, synced),
             host=metrics_addr[0],
             port=metrics_addr[1],
             log_config=None,

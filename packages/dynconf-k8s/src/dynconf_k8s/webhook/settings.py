@@ -1,8 +1,11 @@
 """The webhook process's settings: where it listens, its TLS pair, and its installation.
 
-Server variables (``DYNAMIC_CONFIG_WEBHOOK_ADDR`` …) are read here; the installation (the
-``DYNAMIC_CONFIG_AGENT_*`` defaults, the gates, the mounted document) is read here and
-validated by :mod:`dynconf_k8s.contract`. Both are read once, at start.
+Server variables (``DYNAMIC_CONFIG_WEBHOOK_ADDR`` …) are read here, once, at start; so is the
+installation (the ``DYNAMIC_CONFIG_AGENT_*`` defaults, the gates, the mounted document),
+validated by :mod:`dynconf_k8s.contract`. What may change afterwards is the document part
+only: with ``DYNAMIC_CONFIG_WEBHOOK_RELOAD_SECONDS`` the mounted document is watched on disk,
+with ``DYNAMIC_CONFIG_WEBHOOK_INSTALLATION`` the named ``DynamicConfigInstallation`` is
+followed (:mod:`dynconf_k8s.inforce`); the variables themselves never change under a process.
 """
 
 from __future__ import annotations
@@ -14,14 +17,44 @@ from pathlib import Path
 from typing import Final
 
 from dynconf_k8s.contract.document import merge_environment
-from dynconf_k8s.contract.installation import ENV, Installation, parse_installation
+from dynconf_k8s.contract.installation import (
+    ENV,
+    Installation,
+    InstallationError,
+    parse_installation,
+)
 from dynconf_k8s.contract.rules import RuleError, parse_bool
 from dynconf_k8s.webhook.kube import KubeAccess
 from dynconf_k8s.webhook.rotation import RotationSettings
 
-__all__ = ["DEFAULT_DOCUMENT", "WebhookSettings", "load_installation"]
+__all__ = [
+    "DEFAULT_DOCUMENT",
+    "INSTALLATION_RESOURCE_ENV",
+    "RELOAD_SECONDS_ENV",
+    "WebhookSettings",
+    "load_installation",
+]
 
 DEFAULT_DOCUMENT: Final = "/etc/dynamic-config/installation.yaml"
+RELOAD_SECONDS_ENV: Final = "DYNAMIC_CONFIG_WEBHOOK_RELOAD_SECONDS"
+"""How often the mounted document is checked for a new version (unset or 0: read once)."""
+INSTALLATION_RESOURCE_ENV: Final = "DYNAMIC_CONFIG_WEBHOOK_INSTALLATION"
+"""The ``DynamicConfigInstallation`` whose spec this webhook follows and reports on."""
+
+
+def _reload_seconds(env: Mapping[str, str]) -> float | None:
+    text = env.get(RELOAD_SECONDS_ENV, "").strip()
+    if not text:
+        return None
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds <= 3600:
+        raise InstallationError(
+            [f"{RELOAD_SECONDS_ENV} takes seconds between 0 (read once) and 3600, e.g. 5"]
+        )
+    return seconds or None
 
 
 def load_installation(environ: Mapping[str, str] | None = None) -> Installation:
@@ -74,11 +107,31 @@ class WebhookSettings:
     drain_seconds: int = 30
     explain: bool = False
     """``POST /explain`` on the admission port (``DYNAMIC_CONFIG_WEBHOOK_EXPLAIN``)."""
+    document: str = DEFAULT_DOCUMENT
+    """The mounted installation document (``DYNAMIC_CONFIG_WEBHOOK_DEFAULTS_FILE``)."""
+    reload_seconds: float | None = None
+    """Check the document every so many seconds and apply a new version live (None: never)."""
+    installation_resource: str | None = None
+    """Follow this ``DynamicConfigInstallation``'s spec and report in its status."""
+    identity: str = "dynamic-config-webhook"
+    """This replica's name in the resource's status (``POD_NAME``, else ``HOSTNAME``)."""
+    environ: Mapping[str, str] = field(default_factory=dict)
+    """The ``DYNAMIC_CONFIG_*`` variables as at start: a live document is judged under them."""
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> WebhookSettings:
         env = os.environ if environ is None else environ
         installation = load_installation(env)
+        resource = env.get(INSTALLATION_RESOURCE_ENV, "").strip() or None
+        reload_seconds = _reload_seconds(env)
+        if resource and reload_seconds:
+            raise InstallationError(
+                [
+                    f"{INSTALLATION_RESOURCE_ENV} and {RELOAD_SECONDS_ENV} name two live "
+                    "sources of the one installation document; set one (the chart's "
+                    "webhook.installation.resource.enabled chooses the resource)"
+                ]
+            )
         return cls(
             installation=installation,
             addr=env.get("DYNAMIC_CONFIG_WEBHOOK_ADDR") or "0.0.0.0:8443",
@@ -90,6 +143,11 @@ class WebhookSettings:
             self_rotate=RotationSettings.from_environ(env),
             kube=KubeAccess.in_cluster(env),
             explain=_flag(env, "DYNAMIC_CONFIG_WEBHOOK_EXPLAIN"),
+            document=env.get(ENV.DEFAULTS_FILE) or DEFAULT_DOCUMENT,
+            reload_seconds=reload_seconds,
+            installation_resource=resource,
+            identity=env.get("POD_NAME") or env.get("HOSTNAME") or "dynamic-config-webhook",
+            environ={k: v for k, v in env.items() if k.startswith("DYNAMIC_CONFIG_")},
         )
 
     @property
