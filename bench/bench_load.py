@@ -104,6 +104,42 @@ def _binding() -> ModuleType | None:
     return dynamic_config  # type: ignore[no-any-return, unused-ignore]
 
 
+def binding_config(binding: ModuleType, toml_path: Path) -> Any:
+    """The workload as a ``dynamic-config-py`` configuration (not yet loaded)."""
+    return binding.DynamicConfig(Model, "").file(str(toml_path)).whole_document().env("BENCH_")
+
+
+def loaders(toml_path: Path, binding: ModuleType | None) -> dict[str, Callable[[], Any]]:
+    """One load of the workload per library, files + env -> the model (the binding's only
+    when it is installed). ``bench/peers.py`` times the same functions."""
+    from dynaconf import Dynaconf
+
+    from dynconf.config import DynamicConfig
+
+    settings_cls = _settings_class(toml_path)
+
+    def load_dynconf() -> Any:
+        return DynamicConfig(Model, "").file(toml_path).whole_document().env("BENCH_").init()
+
+    def load_pydantic_settings() -> Any:
+        return settings_cls()
+
+    def load_dynaconf() -> Any:
+        settings = Dynaconf(settings_files=[str(toml_path)], envvar_prefix="BENCH")
+        data = {k.lower(): v for k, v in settings.as_dict().items()}
+        data["db"] = {k.lower(): v for k, v in data["db"].items()}
+        return Model.model_validate(data)
+
+    found: dict[str, Callable[[], Any]] = {
+        "dynconf": load_dynconf,
+        "pydantic-settings": load_pydantic_settings,
+        "dynaconf": load_dynaconf,
+    }
+    if binding is not None:
+        found["dynamic-config-py"] = lambda: binding_config(binding, toml_path).init_and_current()
+    return found
+
+
 @dataclass
 class Case:
     name: str
@@ -163,31 +199,14 @@ def main() -> int:
         toml_path = _write_workload(Path(tmp))
         settings_cls = _settings_class(toml_path)
 
-        def load_dynconf() -> Any:
-            return DynamicConfig(Model, "").file(toml_path).whole_document().env("BENCH_").init()
-
-        def load_pydantic_settings() -> Any:
-            return settings_cls()
-
-        def load_dynaconf() -> Any:
-            settings = Dynaconf(settings_files=[str(toml_path)], envvar_prefix="BENCH")
-            data = {k.lower(): v for k, v in settings.as_dict().items()}
-            data["db"] = {k.lower(): v for k, v in data["db"].items()}
-            return Model.model_validate(data)
-
-        def binding_config() -> Any:
-            assert binding is not None
-            return (
-                binding.DynamicConfig(Model, "").file(str(toml_path)).whole_document().env("BENCH_")
-            )
-
-        def load_binding() -> Any:
-            return binding_config().init_and_current()
+        loads = loaders(toml_path, binding)
+        load_dynconf, load_pydantic_settings = loads["dynconf"], loads["pydantic-settings"]
+        load_dynaconf, load_binding = loads["dynaconf"], loads.get("dynamic-config-py")
 
         expected = load_pydantic_settings().model_dump()
         assert load_dynconf().model_dump() == expected
         assert load_dynaconf().model_dump() == expected
-        if binding is not None:
+        if load_binding is not None:
             assert load_binding().model_dump() == expected
 
         # ------------------------------------------------------------------ load
@@ -196,7 +215,7 @@ def main() -> int:
             "pydantic-settings": Case("pydantic-settings", load_pydantic_settings, 20, []),
             "dynaconf": Case("dynaconf", load_dynaconf, 5, []),
         }
-        if binding is not None:
+        if load_binding is not None:
             load["dynamic-config-py"] = Case("dynamic-config-py", load_binding, 20, [])
         measure(list(load.values()), options.rounds)
 
@@ -238,7 +257,7 @@ def main() -> int:
             "empty": Case("floor: an empty lambda", lambda: None, n, []),
         }
         if binding is not None:
-            bound = binding_config()
+            bound = binding_config(binding, toml_path)
             bound.init()
             reads["binding"] = Case(
                 "dynamic-config-py config.current().db.d7", lambda: bound.current().db.d7, n, []

@@ -21,14 +21,16 @@ Needs ``prometheus-client`` (``pip install dynconf-core[metrics]``).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from dynconf.budget import CallLedger, ledger
-from dynconf.config import DynamicConfig
 from dynconf.metric_samples import METRIC_NAMES, SERIES, samples
+
+if TYPE_CHECKING:
+    from dynconf.config import DynamicConfig
 
 __all__ = ["METRIC_NAMES", "ConfigCollector", "StoreRequestsCollector"]
 

@@ -21,7 +21,6 @@ from typing import Final
 
 import anyio
 import anyio.to_thread
-import prometheus_client
 
 from dynconf.budget import ledger
 from dynconf.errors import DynconfError, MissingError
@@ -128,7 +127,6 @@ def run(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = N
     settings = replace(
         settings, spec=replace(settings.spec, state_dir=str(store_state_dir(settings)))
     )
-    prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
     state = AgentState(
         max_staleness=settings.max_staleness,
         require_ack=settings.require_ack,

@@ -7,24 +7,27 @@ reconcile histogram and ``reconcile_failures_total`` (always zero here; the oper
 it), then our own ``store_requests_total`` (:class:`dynconf.metrics.StoreRequestsCollector`).
 Gauges that are a function of time — ``staleness_seconds``, ``unapplied_seconds``,
 ``applied`` — are computed at scrape, so a stalled loop cannot freeze them.
+
+Nothing here imports prometheus-client: the init agent renders once and exits without a
+metrics port, and the client's exposition stack (``http.server``, ``wsgiref``, ``email``) is a
+third of its start-up. The reconcile histogram is counted here (:class:`ReconcileHistogram`)
+and the registry is built in :mod:`dynconf_k8s.agent.exposition` on the first scrape.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.registry import Collector
-
-from dynconf.metrics import StoreRequestsCollector
 from dynconf_k8s.metrics_port import CONTENT_TYPE
 
-__all__ = ["CONTENT_TYPE", "PREFIX", "SERIES", "AgentState", "AgentMetrics"]
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+
+__all__ = ["CONTENT_TYPE", "PREFIX", "SERIES", "AgentState", "AgentMetrics", "ReconcileHistogram"]
 
 PREFIX: Final = "dynamic_config_agent"
 RECONCILE_BUCKETS: Final = (0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 15.0, 60.0)
@@ -151,41 +154,59 @@ class AgentState:
         return float(getattr(self, name))
 
 
-class _StateCollector(Collector):
-    def __init__(self, state: AgentState) -> None:
-        self._state = state
+class ReconcileHistogram:
+    """``reconcile_duration_seconds`` as prometheus-client's histogram counts it: an
+    observation lands in the first bucket whose bound it does not exceed (``+Inf`` last);
+    the exposition sums the buckets up. Safe from any thread."""
 
-    def collect(self) -> Iterator[Metric]:
-        if self._state.refresh is not None:
-            self._state.refresh()
-        for name, kind, text in SERIES:
-            full = f"{PREFIX}_{name}"
-            value = self._state.value(name)
-            if kind == "counter":
-                yield CounterMetricFamily(full.removesuffix("_total"), text, value=value)
-            else:
-                yield GaugeMetricFamily(full, text, value=value)
+    def __init__(self, bounds: tuple[float, ...] = RECONCILE_BUCKETS) -> None:
+        self.bounds: Final = (*bounds, float("inf"))
+        self._counts = [0] * len(self.bounds)
+        self._sum = 0.0
+        self._lock = threading.Lock()
+
+    def observe(self, seconds: float) -> None:
+        with self._lock:
+            self._sum += seconds
+            for index, bound in enumerate(self.bounds):
+                if seconds <= bound:
+                    self._counts[index] += 1
+                    break
+
+    def snapshot(self) -> tuple[list[tuple[float, int]], float]:
+        """The cumulative count at each bound, and the sum of all observations."""
+        with self._lock:
+            counts, total = list(self._counts), self._sum
+        cumulative, running = [], 0
+        for bound, count in zip(self.bounds, counts, strict=True):
+            running += count
+            cumulative.append((bound, running))
+        return cumulative, total
 
 
 class AgentMetrics:
-    """The registry the metrics port serves: the state collector, then the reconcile pair."""
+    """The registry the metrics port serves: the state collector, then the reconcile pair.
+
+    The registry is built on first use (the sidecar's first scrape), so an init agent never
+    imports prometheus-client; the counts it serves were kept from the start.
+    """
 
     def __init__(self, state: AgentState) -> None:
         self.state = state
-        self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(_StateCollector(state))
-        self.reconcile = Histogram(
-            f"{PREFIX}_reconcile_duration_seconds",
-            "Seconds from a document's arrival to its files published.",
-            buckets=RECONCILE_BUCKETS,
-            registry=self.registry,
-        )
-        self.reconcile_failures = Counter(
-            f"{PREFIX}_reconcile_failures",
-            "Reconciles that failed (the operator's; zero in the agent).",
-            registry=self.registry,
-        )
-        self.registry.register(StoreRequestsCollector(PREFIX))
+        self.reconcile = ReconcileHistogram()
+        self._registry: CollectorRegistry | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def registry(self) -> CollectorRegistry:
+        with self._lock:
+            if self._registry is None:
+                from dynconf_k8s.agent.exposition import build_registry
+
+                self._registry = build_registry(self)
+            return self._registry
 
     def exposition(self) -> bytes:
+        from prometheus_client import generate_latest
+
         return generate_latest(self.registry)

@@ -1,0 +1,592 @@
+"""Ours beside the tools a platform team would install instead, from one run: issue 19's table.
+
+Each peer is installed by this bench into a cache outside the repository,
+``~/.cache/dynconf-bench/<peer>`` (``DYNCONF_BENCH_CACHE`` moves it), on first use:
+
+* ``consul-template`` v0.41.1: ``go install github.com/hashicorp/consul-template@v0.41.1``
+  with ``GOBIN`` in the cache (the Go module proxy; a minute or two on two cores);
+* ``dynamic-config-py`` 0.3.3, the book's Python binding (Rust core): a venv of this Python in
+  the cache, ``pip install dynamic-config-py==0.3.3`` from PyPI (its wheel has no
+  dependencies; it validates with this venv's pydantic, see ``bench/bench_load.py``).
+
+``--no-install`` uses only what the cache already holds and prints a peer it lacks as
+``peer not installed``, which is how the CI smoke (``tests/bench/test_peers_smoke.py``) runs.
+
+The method is ``bench/bench_load.py``'s: ours and the peer are measured in the same rounds,
+odd rounds in the reverse order, and each ratio is the median of the per-round ratios
+ours / peer (so a burst of the neighbours' load that hits a round hits both sides of its
+ratio); the ``ours`` and ``peer`` columns are the medians of the per-round values. Below 1
+is ahead. The rows:
+
+* consul, agent vs consul-template, each watching its own key of the test Consul
+  (``scripts/testenv``): both started fresh each round, then RSS (``VmRSS``) once the
+  first render is on disk and settled, idle CPU over ``--idle`` seconds with no change (the
+  agent at ``--watch 15``; the run time of every thread from ``/proc/<pid>/task/*/schedstat``,
+  nanoseconds, as % of one core), then ``--changes`` writes to each key, ours and the
+  peer's in turn, each timed from just before the write until the rendered file holds it
+  (p50, p95 per round). The changes are ``--gap`` apart, past the watch floor
+  (:data:`dynconf.stores.WATCH_FLOOR`, 0.5 s: the agent starts two queries of one watch at
+  least that far apart, so a change that lands sooner after the previous one waits out the
+  rest of it — a storm guard, measured here as an isolated change);
+* one-shot start -> first render: ``dynamic-config-agent`` without ``--watch`` (the init
+  container) vs ``consul-template -once``, a fresh output directory each run, the median of
+  ``--runs`` runs per round; beside it the interpreter's floor measured in the same rounds:
+  ``python -c pass``, ``python -S -c pass`` and ``import dynconf_k8s.agent.main``;
+* engine (``bench/bench_load.py``'s workload and loaders, CPU time): load vs
+  dynamic-config-py and vs pydantic-settings; the nested read ``config.current().db.d7`` vs
+  a held pydantic-settings instance and vs the binding's ``current().db.d7``.
+
+The rows whose peer this bench does not build yet are printed as ``peer not built`` with
+the reason (the webhook vs the vault-k8s injector, the config server vs Spring Cloud Config
+and the book's Rust ``dynamic-config-server``); ``bench/webhook_https.py`` and
+``bench/configserver.py`` measure ours alone.
+
+Every server is on 127.0.0.1 and every loop is bounded. Run from the repo root::
+
+    uv run python bench/peers.py [--rounds 3] [--rows consul,one-shot,engine] [--no-install]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import bench_load
+from agent_latency import AGENT, REPO, rss_mib, server_env, wait_for
+
+from dynconf.stores import WATCH_FLOOR
+
+CACHE = Path(os.environ.get("DYNCONF_BENCH_CACHE", "~/.cache/dynconf-bench")).expanduser()
+CONSUL_TEMPLATE = ("github.com/hashicorp/consul-template", "v0.41.1")
+DCPY = ("dynamic-config-py", "0.3.3")
+ROWS = ("consul", "one-shot", "engine")
+
+NOT_BUILT = {
+    "admission over HTTPS, paced 200/s, p99 (webhook vs vault-k8s injector 1.6.2)": (
+        "go install is refused for vault-k8s (the module proxy answers 403 for its version "
+        "list); `go mod download` + `go build` works, but its /mutate needs a Kubernetes client "
+        "with a synced webhook-configuration watch against our test API server: not wired here"
+    ),
+    "admission, max sustained on 2 cores (webhook vs vault-k8s)": "as above",
+    "config server GET, 32 connections (vs Spring Cloud Config)": (
+        "needs a minimal @EnableConfigServer Boot 3.4.5 app built with Maven; not written yet"
+    ),
+    "config server GET (vs the book's Rust dynamic-config-server)": (
+        "`cargo install dynamic-config-server` and a server.toml on the same files; not built yet"
+    ),
+}
+
+
+# ---------------------------------------------------------------------------- the table
+
+
+@dataclass
+class Row:
+    """One line of the table: the per-round values of ours and of the peer."""
+
+    what: str
+    unit: str
+    ours: list[float] = field(default_factory=list)
+    peer: list[float] = field(default_factory=list)
+    missing: str = ""
+    """Why there is no peer column (``peer not installed``, ``peer not built (...)``)."""
+
+    def ratio(self) -> float | None:
+        """The median of the per-round ratios ours / peer (None without a peer)."""
+        pairs = [(o, p) for o, p in zip(self.ours, self.peer, strict=False) if p > 0]
+        if not pairs:
+            return None
+        return statistics.median(o / p for o, p in pairs)
+
+
+def _value(samples: list[float], unit: str) -> str:
+    if not samples:
+        return "—"
+    value = statistics.median(samples)
+    digits = {"ms": 2, "MiB": 1, "%": 3, "ns": 1, "µs": 1}.get(unit, 3)
+    return f"{value:.{digits}f} {unit}"
+
+
+def table(rows: list[Row]) -> str:
+    lines = ["| what | ours | peer (same run) | ratio (ours / peer) |", "|---|---|---|---|"]
+    for row in rows:
+        value = row.ratio()
+        if row.missing:
+            peer, ratio = row.missing, "—"
+        else:
+            peer = _value(row.peer, row.unit)
+            ratio = "—" if value is None else f"{value:.2f}×"
+        lines.append(f"| {row.what} | {_value(row.ours, row.unit)} | {peer} | {ratio} |")
+    return "\n".join(lines)
+
+
+def verdicts(rows: dict[str, Row]) -> list[str]:
+    """Issue 19's targets, against this run."""
+    out = []
+
+    def check(name: str, key: str, ok: Callable[[Row], bool | None]) -> None:
+        row = rows.get(key)
+        result = None if row is None else ok(row)
+        word = "not measured" if result is None else ("met" if result else "MISSED")
+        out.append(f"  {word}: {name}")
+
+    def at_most(limit: float) -> Callable[[Row], bool | None]:
+        def ok(row: Row) -> bool | None:
+            value = row.ratio()
+            return None if value is None else value <= limit
+
+        return ok
+
+    check("change -> file p50 <= consul-template's", "p50", at_most(1.0))
+    check("change -> file p95 <= consul-template's", "p95", at_most(1.0))
+    check(
+        "one-shot start -> first render <= 150 ms",
+        "one-shot",
+        lambda row: statistics.median(row.ours) <= 150 if row.ours else None,
+    )
+    check(
+        "RSS after first render <= 32 MiB (consul)",
+        "rss",
+        lambda row: statistics.median(row.ours) <= 32 if row.ours else None,
+    )
+    check("idle CPU at --watch 15 <= 2x consul-template's", "idle", at_most(2.0))
+    check("engine load <= 1.0x dynamic-config-py", "load/dcpy", at_most(1.0))
+    check("nested read <= 1.05x a held pydantic instance", "read/held", at_most(1.05))
+    return out
+
+
+# ---------------------------------------------------------------------------- peers
+
+
+def _run_logged(command: list[str], env: dict[str, str], what: str) -> None:
+    print(f"installing {what}: {' '.join(command)}", file=sys.stderr, flush=True)
+    result = subprocess.run(
+        command, env=env, capture_output=True, text=True, timeout=1800, check=False
+    )
+    if result.returncode != 0:
+        raise RuntimeError(f"{what} did not install:\n{result.stderr[-3000:]}")
+
+
+def consul_template(install: bool) -> tuple[Path | None, str]:
+    """The consul-template binary in the cache, built on first use; or why there is none."""
+    module, version = CONSUL_TEMPLATE
+    home = CACHE / f"consul-template-{version}"
+    binary = home / "bin" / "consul-template"
+    if binary.is_file():
+        return binary, ""
+    if not install:
+        return None, "peer not installed"
+    go = shutil.which("go")
+    if go is None:
+        return None, "peer not built (no go on PATH)"
+    env = {**os.environ, "GOBIN": str(home / "bin"), "CGO_ENABLED": "0", "GOFLAGS": "-modcacherw"}
+    try:
+        _run_logged([go, "install", f"{module}@{version}"], env, f"consul-template {version}")
+    except (RuntimeError, subprocess.TimeoutExpired) as error:
+        return None, f"peer not built ({str(error).splitlines()[0]})"
+    return binary, ""
+
+
+def dynamic_config_py(install: bool) -> tuple[Any, str]:
+    """The binding's module from its venv in the cache, made on first use; or why not."""
+    name, version = DCPY
+    venv = CACHE / f"{name}-{version}"
+    marker = venv / ".installed"
+    if not marker.is_file():
+        if not install:
+            return None, "peer not installed"
+        env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
+        try:
+            _run_logged([sys.executable, "-m", "venv", str(venv)], env, f"{name} venv")
+            pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--no-deps", "-q"]
+            _run_logged([*pip, f"{name}=={version}"], env, f"{name} {version}")
+        except (RuntimeError, subprocess.TimeoutExpired) as error:
+            return None, f"peer not built ({str(error).splitlines()[0]})"
+        marker.write_text(version)
+    os.environ[bench_load.PEER_VENV] = str(venv)
+    binding = bench_load._binding()
+    if binding is None:
+        return None, f"peer not importable from {venv}"
+    return binding, ""
+
+
+# ---------------------------------------------------------------------------- processes
+
+
+def cpu_ns(pid: int) -> int:
+    """Run time of every live thread of ``pid``, in nanoseconds (``schedstat``)."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            total += int((task / "schedstat").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            continue
+    return total
+
+
+@dataclass
+class Watcher:
+    """A long-lived renderer (ours or the peer) of one key into one file."""
+
+    name: str
+    command: list[str]
+    out: Path
+    log: IO[bytes]
+    proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            self.command, stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+        )
+
+    def wait_rendered(self, text: str, timeout: float = 30.0) -> float:
+        try:
+            return wait_for(self.out, text, timeout)
+        except TimeoutError:
+            self.log.flush()
+            tail = Path(self.log.name).read_text(errors="replace")[-2000:]
+            raise TimeoutError(f"{self.name} never rendered {text!r}:\n{tail}") from None
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+        self.proc = None
+
+
+@contextmanager
+def consul_env() -> Iterator[dict[str, str]]:
+    """The test Consul's address: from the environment (a test's fixture), else
+    ``scripts/testenv`` (started here, and stopped after, when it was not running)."""
+    if os.environ.get("DYNCONF_TEST_CONSUL_ADDR") and os.environ.get("DYNCONF_TEST_CONSUL_URL"):
+        yield {k: os.environ[k] for k in ("DYNCONF_TEST_CONSUL_ADDR", "DYNCONF_TEST_CONSUL_URL")}
+        return
+    started: list[str] = []
+    try:
+        yield server_env("consul", started)
+    finally:
+        for name in started:
+            subprocess.run(
+                [sys.executable, str(REPO / "scripts/testenv"), "stop", name],
+                check=False,
+                capture_output=True,
+            )
+
+
+def _percentile(samples: list[float], fraction: float) -> float:
+    ordered = sorted(samples)
+    return ordered[max(0, int(len(ordered) * fraction + 0.5) - 1)]
+
+
+# ---------------------------------------------------------------------------- consul rows
+
+
+def consul_rows(options: argparse.Namespace, ct: Path | None, missing: str) -> dict[str, Row]:
+    import consul
+
+    rows = {
+        "p50": Row("consul change → file p50 (agent vs consul-template 0.41.1)", "ms"),
+        "p95": Row("consul change → file p95", "ms"),
+        "rss": Row("agent RSS after first render (consul)", "MiB"),
+        "idle": Row("idle CPU, agent at --watch 15 (% of a core)", "%"),
+    }
+    with consul_env() as env, tempfile.TemporaryDirectory() as directory:
+        tmp = Path(directory)
+        host, _, port = env["DYNCONF_TEST_CONSUL_ADDR"].rpartition(":")
+        kv = consul.Consul(host=host, port=int(port)).kv
+        for round_number in range(options.rounds):
+            here = tmp / f"round{round_number}"
+            key = f"bench/peers-{uuid.uuid4().hex}"
+            watchers = {"ours": _agent_watcher(env, f"{key}-ours.json", here / "ours")}
+            if ct is not None:
+                watchers["peer"] = _ct_watcher(ct, env, f"{key}-peer.json", here / "peer")
+            keys = {side: f"{key}-{side}.json" for side in watchers}
+            for side in watchers:
+                kv.put(keys[side], '{"n": -1, "end": 0}')
+            try:
+                for watcher in watchers.values():
+                    watcher.start()
+                for watcher in watchers.values():
+                    watcher.wait_rendered('"n": -1,')
+                time.sleep(1.0)  # the watch opens and the heap settles
+                for side, watcher in watchers.items():
+                    assert watcher.proc is not None
+                    getattr(rows["rss"], side).append(rss_mib(watcher.proc.pid))
+                pids = {side: w.proc.pid for side, w in watchers.items() if w.proc is not None}
+                before = {side: cpu_ns(pid) for side, pid in pids.items()}
+                began = time.perf_counter()
+                time.sleep(options.idle)
+                elapsed = time.perf_counter() - began
+                for side, pid in pids.items():
+                    share = (cpu_ns(pid) - before[side]) / 1e9 / elapsed * 100
+                    getattr(rows["idle"], side).append(share)
+                order = list(watchers) if round_number % 2 == 0 else list(reversed(watchers))
+                samples: dict[str, list[float]] = {side: [] for side in watchers}
+                for n in range(options.changes):
+                    pair_began = time.perf_counter()
+                    for side in order:
+                        began = time.perf_counter()
+                        kv.put(keys[side], f'{{"n": {n}, "end": 0}}')
+                        rendered = watchers[side].wait_rendered(f'"n": {n},')
+                        samples[side].append((rendered - began) * 1e3)
+                    time.sleep(max(0.0, options.gap - (time.perf_counter() - pair_began)))
+                for side, taken in samples.items():
+                    getattr(rows["p50"], side).append(statistics.median(taken))
+                    getattr(rows["p95"], side).append(_percentile(taken, 0.95))
+            finally:
+                for watcher in watchers.values():
+                    watcher.stop()
+                    watcher.log.close()
+                for written in keys.values():
+                    kv.delete(written)
+    if ct is None:
+        for row in rows.values():
+            row.missing = missing
+    return rows
+
+
+def _log(directory: Path, name: str) -> IO[bytes]:
+    directory.mkdir(parents=True, exist_ok=True)
+    return (directory / f"{name}.log").open("wb")
+
+
+def _agent_watcher(env: dict[str, str], key: str, directory: Path) -> Watcher:
+    out = directory / "out" / "app.json"
+    out.parent.mkdir(parents=True)
+    command = [str(AGENT), "--source", "consul", "--endpoint", env["DYNCONF_TEST_CONSUL_URL"]]
+    command += ["--key", key, "--out", str(out), "--watch", "15"]
+    return Watcher("dynamic-config-agent", command, out, _log(directory, "agent"))
+
+
+def _ct_template(directory: Path, key: str) -> Path:
+    template = directory / "app.json.tpl"
+    directory.mkdir(parents=True, exist_ok=True)
+    template.write_text(f'{{{{ key "{key}" }}}}\n')
+    return template
+
+
+def _ct_watcher(ct: Path, env: dict[str, str], key: str, directory: Path) -> Watcher:
+    out = directory / "out" / "app.json"
+    out.parent.mkdir(parents=True)
+    template = _ct_template(directory, key)
+    command = [str(ct), "-consul-addr", env["DYNCONF_TEST_CONSUL_ADDR"], "-log-level", "err"]
+    command += ["-template", f"{template}:{out}"]
+    return Watcher("consul-template", command, out, _log(directory, "consul-template"))
+
+
+# ---------------------------------------------------------------------------- one-shot rows
+
+
+def _timed(command: list[str]) -> float:
+    """Milliseconds from spawn to exit; the command must succeed."""
+    began = time.perf_counter()
+    result = subprocess.run(command, capture_output=True, stdin=subprocess.DEVNULL, check=False)
+    elapsed = (time.perf_counter() - began) * 1e3
+    if result.returncode != 0:
+        tail = result.stderr.decode(errors="replace")[-2000:]
+        raise RuntimeError(f"{command[0]} exited {result.returncode}:\n{tail}")
+    return elapsed
+
+
+def one_shot_rows(options: argparse.Namespace, ct: Path | None, missing: str) -> dict[str, Row]:
+    import consul
+
+    python = sys.executable
+    rows = {
+        "one-shot": Row(
+            "agent start → first render (one-shot, the init container; vs consul-template -once)",
+            "ms",
+        ),
+        "floor": Row("  floor: `python -c pass` (vs consul-template -once)", "ms"),
+        "floor-S": Row("  floor: `python -S -c pass` (no site)", "ms"),
+        "import": Row("  `python -c 'import dynconf_k8s.agent.main'`", "ms"),
+    }
+    with consul_env() as env, tempfile.TemporaryDirectory() as directory:
+        tmp = Path(directory)
+        host, _, port = env["DYNCONF_TEST_CONSUL_ADDR"].rpartition(":")
+        kv = consul.Consul(host=host, port=int(port)).kv
+        key = f"bench/peers-{uuid.uuid4().hex}.json"
+        kv.put(key, '{"n": 1, "end": 0}')
+        template = _ct_template(tmp, key)
+        counter = iter(range(1_000_000))
+
+        def fresh() -> Path:
+            out = tmp / f"run{next(counter)}" / "app.json"
+            out.parent.mkdir()
+            return out
+
+        def ours() -> float:
+            out = fresh()
+            command = [str(AGENT), "--source", "consul", "--endpoint"]
+            command += [env["DYNCONF_TEST_CONSUL_URL"], "--key", key, "--out", str(out)]
+            elapsed = _timed(command)
+            assert '"n": 1,' in out.read_text()
+            return elapsed
+
+        def peer() -> float:
+            assert ct is not None
+            out = fresh()
+            command = [str(ct), "-once", "-consul-addr", env["DYNCONF_TEST_CONSUL_ADDR"]]
+            command += ["-log-level", "err", "-template", f"{template}:{out}"]
+            elapsed = _timed(command)
+            assert '"n": 1,' in out.read_text()
+            return elapsed
+
+        cases: list[tuple[list[float], Callable[[], float]]] = [
+            (rows["one-shot"].ours, ours),
+            (rows["floor"].ours, lambda: _timed([python, "-c", "pass"])),
+            (rows["floor-S"].ours, lambda: _timed([python, "-S", "-c", "pass"])),
+            (rows["import"].ours, lambda: _timed([python, "-c", "import dynconf_k8s.agent.main"])),
+        ]
+        if ct is not None:
+            peer_samples: list[float] = []
+            cases.append((peer_samples, peer))
+        ours()  # warm: byte-code caches, the page cache
+        for round_number in range(options.rounds):
+            order = cases if round_number % 2 == 0 else list(reversed(cases))
+            for samples, run in order:
+                samples.append(statistics.median(run() for _ in range(options.runs)))
+        kv.delete(key)
+    for row in rows.values():
+        if ct is None:
+            row.missing = missing
+        else:
+            row.peer = list(peer_samples)
+    return rows
+
+
+# ---------------------------------------------------------------------------- engine rows
+
+
+def engine_rows(options: argparse.Namespace, binding: Any, missing: str) -> dict[str, Row]:
+    from bench_load import Case, measure
+
+    from dynconf.config import DynamicConfig
+
+    rows = {
+        "load/dcpy": Row(
+            "engine load, 100 TOML keys + 20 env → model (vs dynamic-config-py 0.3.3)", "ms"
+        ),
+        "load/ps": Row("engine load (vs pydantic-settings)", "ms"),
+        "read/held": Row(
+            "nested read `current().db.x` (vs a held pydantic-settings instance)", "ns"
+        ),
+        "read/dcpy": Row(
+            "nested read `current().db.x` (vs dynamic-config-py current().db.x)", "ns"
+        ),
+    }
+    with tempfile.TemporaryDirectory() as directory:
+        toml_path = bench_load._write_workload(Path(directory))
+        loads = bench_load.loaders(toml_path, binding)
+        load = {
+            name: Case(name, loads[name], options.engine_number, [])
+            for name in ("dynconf", "pydantic-settings", "dynamic-config-py")
+            if name in loads
+        }
+        measure(list(load.values()), options.engine_rounds)
+        config = DynamicConfig(bench_load.Model, "").file(toml_path).whole_document()
+        config = config.env("BENCH_")
+        config.init()
+        ps: Any = bench_load._settings_class(toml_path)()
+        n = options.engine_number * 10_000
+        reads = {
+            "ours": Case("current().db.d7", lambda: config.current().db.d7, n, []),
+            "held": Case("ps.db.d7", lambda: ps.db.d7, n, []),
+        }
+        if binding is not None:
+            bound = bench_load.binding_config(binding, toml_path)
+            bound.init()
+            reads["dcpy"] = Case("binding", lambda: bound.current().db.d7, n, [])
+        measure(list(reads.values()), options.engine_rounds)
+
+    def fill(row: Row, ours: Case, peer: Case | None, scale: float) -> None:
+        row.ours = [s * scale for s in ours.samples]
+        if peer is None:
+            row.missing = missing
+        else:
+            row.peer = [s * scale for s in peer.samples]
+
+    fill(rows["load/dcpy"], load["dynconf"], load.get("dynamic-config-py"), 1e3)
+    fill(rows["load/ps"], load["dynconf"], load["pydantic-settings"], 1e3)
+    fill(rows["read/held"], reads["ours"], reads["held"], 1e9)
+    fill(rows["read/dcpy"], reads["ours"], reads.get("dcpy"), 1e9)
+    return rows
+
+
+# ---------------------------------------------------------------------------- main
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
+    parser.add_argument("--rows", default=",".join(ROWS), help=f"of {', '.join(ROWS)}")
+    parser.add_argument("--changes", type=int, default=30, help="writes per side per round")
+    parser.add_argument("--idle", type=float, default=10.0, help="idle CPU window, seconds")
+    parser.add_argument(
+        "--gap",
+        type=float,
+        default=WATCH_FLOOR + 0.1,
+        help="seconds between one change and the next (default: the watch floor + 0.1)",
+    )
+    parser.add_argument("--runs", type=int, default=5, help="one-shot runs per side per round")
+    parser.add_argument("--engine-rounds", type=int, default=15)
+    parser.add_argument("--engine-number", type=int, default=20, help="loads per sample")
+    parser.add_argument(
+        "--no-install", action="store_true", help="use only peers already in the cache"
+    )
+    options = parser.parse_args(argv)
+    wanted = [name.strip() for name in options.rows.split(",") if name.strip()]
+    unknown = sorted(set(wanted) - set(ROWS))
+    if unknown:
+        parser.error(f"unknown rows {', '.join(unknown)}; choose from {', '.join(ROWS)}")
+
+    rows: dict[str, Row] = {}
+    peers: list[str] = []
+    if "consul" in wanted or "one-shot" in wanted:
+        ct, missing = consul_template(install=not options.no_install)
+        peers.append(f"consul-template {CONSUL_TEMPLATE[1]}: {ct or missing}")
+        if "consul" in wanted:
+            rows.update(consul_rows(options, ct, missing))
+        if "one-shot" in wanted:
+            rows.update(one_shot_rows(options, ct, missing))
+    if "engine" in wanted:
+        binding, missing = dynamic_config_py(install=not options.no_install)
+        where = CACHE / f"{DCPY[0]}-{DCPY[1]}" if binding is not None else missing
+        peers.append(f"dynamic-config-py {DCPY[1]}: {where}")
+        rows.update(engine_rows(options, binding, missing))
+    printed = list(rows.values()) + [
+        Row(what, "", missing=f"peer not built ({reason})") for what, reason in NOT_BUILT.items()
+    ]
+
+    print(f"peers: {'; '.join(peers) or 'none'}")
+    print(
+        f"rounds: {options.rounds} interleaved (engine: {options.engine_rounds}, CPU time); "
+        f"{os.cpu_count()} cores; python {sys.version.split()[0]}"
+    )
+    print(table(printed))
+    print("targets (issue 19), this run:")
+    print("\n".join(verdicts(rows)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,71 @@
+"""The init agent's start-up budget, pinned as the set of modules its one-shot path imports.
+
+The init container's start → first render is mostly import time (issue 19: ≤ 150 ms against an
+interpreter floor of about 20 ms), so what the one-shot path must not import is checked by name
+in a fresh interpreter, never timed: prometheus-client (its exposition pulls in ``http.server``,
+``wsgiref`` and ``email``; only the sidecar's metrics port needs it), the library engine
+(``dynconf.config`` and pydantic: the agent renders documents, it builds no models), and the
+clients the operator and the templates use (kubernetes, jinja2).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+FORBIDDEN = (
+    "prometheus_client",
+    "http.server",
+    "wsgiref",
+    "pydantic",
+    "dynconf.config",
+    "dynconf.metrics",
+    "kubernetes",
+    "jinja2",
+)
+
+
+def _modules(code: str) -> set[str]:
+    probe = f"import json, sys\n{code}\nprint(json.dumps(sorted(sys.modules)))\n"
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    return set(json.loads(result.stdout.splitlines()[-1]))
+
+
+def _heavy(modules: set[str]) -> list[str]:
+    return sorted(m for m in modules if any(m == f or m.startswith(f"{f}.") for f in FORBIDDEN))
+
+
+def test_importing_the_agent_loads_no_metrics_client_engine_or_cluster_client() -> None:
+    assert _heavy(_modules("import dynconf_k8s.agent.main")) == []
+
+
+def test_a_one_shot_render_loads_no_metrics_client_engine_or_cluster_client(
+    tmp_path: Path,
+) -> None:
+    doc = tmp_path / "doc.yaml"
+    doc.write_text("db:\n  host: db-1\n")
+    out = tmp_path / "out" / "app.json"
+    out.parent.mkdir()
+    argv = ["--source", "file", "--key", str(doc), "--out", str(out)]
+    modules = _modules(
+        "from dynconf_k8s.agent.main import run\n"
+        f"assert run({argv!r}, {{}}) == 0, 'the one-shot render failed'\n"
+    )
+    assert json.loads(out.read_text()) == {"db": {"host": "db-1"}}
+    assert _heavy(modules) == []
+
+
+def test_the_first_scrape_builds_the_registry_with_prometheus_client() -> None:
+    modules = _modules(
+        "from dynconf_k8s.agent.metrics import AgentMetrics, AgentState\n"
+        "metrics = AgentMetrics(AgentState())\n"
+        "metrics.reconcile.observe(0.02)\n"
+        "text = metrics.exposition().decode()\n"
+        "assert 'dynamic_config_agent_reconcile_duration_seconds_bucket{le=\"0.05\"} 1.0' in text\n"
+        "assert 'dynamic_config_agent_reconcile_duration_seconds_count 1.0' in text\n"
+    )
+    assert "prometheus_client" in modules
