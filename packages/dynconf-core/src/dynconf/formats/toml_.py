@@ -12,16 +12,17 @@ Before ``tomllib`` reads the text, :mod:`dynconf.formats._toml_scan` refuses a p
 the nesting limit or an overlong integer (``tomllib`` would spend quadratic memory on the
 first and raise on the second); what it reads is then held to every limit of
 :mod:`dynconf.limits`.
+
+``tomllib`` and ``tomli-w`` are imported by the first parse or dump: the format registry
+loads every format at start, and a process that never reads TOML (an init agent rendering
+JSON) should not compile their grammars.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import re
-import tomllib
 from typing import Any
-
-import tomli_w
 
 from dynconf.document import Document
 from dynconf.errors import Origin, ParseError, TypeMismatchError
@@ -117,6 +118,8 @@ def parse(text: str, origin: Origin) -> Document:
     if is_blank(text):
         return {}
     scan(text, origin)
+    import tomllib
+
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -173,6 +176,8 @@ def dump(document: Document) -> str:
                 "as a string or render to json or yaml instead",
                 path=path,
             )
+    import tomli_w
+
     return tomli_w.dumps(document)
 
 

@@ -4,12 +4,12 @@ Plain HTTPS to the API server — no Kubernetes client library in the agent's im
 service-account token is re-read for every Event (the kubelet rotates the projected token
 hourly) and the cluster CA mounted beside it is the only trust root. An Event is commentary
 on work that already happened, so it is written off the loop with a three-second deadline, and
-one that could not be written is logged once and dropped.
+one that could not be written is logged once and dropped. Events are Warnings only, so
+``http.client`` is imported by the first one: an agent that renders cleanly never needs it.
 """
 
 from __future__ import annotations
 
-import http.client
 import json
 import logging
 import os
@@ -127,6 +127,8 @@ class EventWriter:
 
     def write(self, reason: str, message: str) -> bool:
         """POST one Event; True when the API server accepted it. Never raises."""
+        import http.client
+
         try:
             token = (self.directory / "token").read_text(encoding="utf-8").strip()
             namespace = self.namespace()
