@@ -45,6 +45,12 @@ class _StateCollector(Collector):
                 yield GaugeMetricFamily(full, text, value=value)
 
 
+def _bound(bound: float) -> str:
+    """A bucket's ``le`` as prometheus-client's own histogram spells it (``+Inf``, ``0.5``)."""
+    text: str = floatToGoString(bound)  # type: ignore[no-untyped-call]
+    return text
+
+
 class _ReconcileCollector(Collector):
     """The reconcile histogram and ``reconcile_failures_total`` (always zero in the agent:
     the operator counts it; the series is shared)."""
@@ -57,7 +63,7 @@ class _ReconcileCollector(Collector):
         yield HistogramMetricFamily(
             f"{PREFIX}_reconcile_duration_seconds",
             "Seconds from a document's arrival to its files published.",
-            buckets=[(floatToGoString(bound), float(count)) for bound, count in cumulative],
+            buckets=[(_bound(bound), float(count)) for bound, count in cumulative],
             sum_value=total,
         )
         yield CounterMetricFamily(
