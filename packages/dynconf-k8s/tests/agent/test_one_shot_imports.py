@@ -69,3 +69,31 @@ def test_the_first_scrape_builds_the_registry_with_prometheus_client() -> None:
         "assert 'dynamic_config_agent_reconcile_duration_seconds_count 1.0' in text\n"
     )
     assert "prometheus_client" in modules
+
+
+def test_a_one_shot_render_loads_the_plugins_once(tmp_path: Path) -> None:
+    doc = tmp_path / "doc.json"
+    doc.write_text('{"a": 1}')
+    out = tmp_path / "out" / "app.json"
+    out.parent.mkdir()
+    argv = ["--source", "file", "--key", str(doc), "--out", str(out)]
+    probe = (
+        "import json, sys\n"
+        "import dynconf.plugins as plugins\n"
+        "loads = []\n"
+        "for name in ('discover', 'load_locked'):\n"
+        "    real = getattr(plugins, name)\n"
+        "    def counted(*a, _real=real, _name=name, **k):\n"
+        "        loads.append(_name)\n"
+        "        return _real(*a, **k)\n"
+        "    setattr(plugins, name, counted)\n"
+        "import dynconf_k8s.agent.main\n"
+        "main = sys.modules['dynconf_k8s.agent.main']\n"
+        "main.discover, main.load_locked = plugins.discover, plugins.load_locked\n"
+        f"assert main.run({argv!r}, {{}}) == 0\n"
+        "print(json.dumps(loads))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert json.loads(result.stdout.splitlines()[-1]) == ["discover"]

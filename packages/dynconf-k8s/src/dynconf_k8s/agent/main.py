@@ -112,12 +112,23 @@ def run(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = N
     if args and args[0] in ("-h", "--help", "help"):
         sys.stdout.write(USAGE)
         return 0
+    # The registry first, installed as the process's: parsing asks it which extensions the
+    # loaded formats write, so this is the process's one plugin load (parsing first would
+    # discover once for that, then the lock be loaded again here). A usage error is still
+    # reported before a registry that did not load, as it always was.
+    loaded: tuple[Registry, str | None] | DynconfError
+    try:
+        loaded = load_registry(env)
+    except DynconfError as error:
+        loaded = error
     try:
         settings = parse_args(args, env)
     except UsageError as error:
         return _usage_failure(str(error))
     try:
-        registry, lock_path = load_registry(env)
+        if isinstance(loaded, DynconfError):
+            raise loaded
+        registry, lock_path = loaded
         store = store_type(registry, settings.source, lock_path)
     except DynconfError as error:
         return _fatal(str(error))
