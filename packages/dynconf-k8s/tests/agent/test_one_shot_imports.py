@@ -5,7 +5,9 @@ interpreter floor of about 20 ms), so what the one-shot path must not import is 
 in a fresh interpreter, never timed: prometheus-client (its exposition pulls in ``http.server``,
 ``wsgiref`` and ``email``; only the sidecar's metrics port needs it), the library engine
 (``dynconf.config`` and pydantic: the agent renders documents, it builds no models), and the
-clients the operator and the templates use (kubernetes, jinja2).
+clients the operator and the templates use (kubernetes, jinja2). Every store's plugin module is
+imported at start (the registry names them all), so a plugin module imports its transport only
+in ``build()``: the git store's is checked here.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ FORBIDDEN = (
     "dynconf.metrics",
     "kubernetes",
     "jinja2",
+    "dynconf_store_git.transport",
 )
 
 

@@ -33,12 +33,15 @@ from dynconf_store_git.endpoint import (
     parse_ref,
     shown_endpoint,
 )
-from dynconf_store_git.transport import SYSTEM_KNOWN_HOSTS
 
 if TYPE_CHECKING:
     from dynconf_store_git.source import GitSource
 
 __all__ = ["GIT_STORE", "GitStoreType", "dynconf_stores"]
+
+SYSTEM_KNOWN_HOSTS: Final = "/etc/ssh/ssh_known_hosts"
+"""The image's own host-key pins (where the book's custom agent image writes its line).
+Defined here, not in the transport that reads it, so discovery imports no transport."""
 
 DYNCONF_PLUGIN_API: Final = ">=1.0,<2"
 """The plugin API range this module was written for: a literal, read before any hook runs."""
@@ -235,7 +238,7 @@ class GitStoreType(StoreTypeBase):
 
         In order: the ``known_hosts`` setting; a ``known_hosts`` file beside the ssh key
         (the ssh-secret Secret's ``known_hosts`` key, mounted with the key); else the
-        image's :data:`~dynconf_store_git.transport.SYSTEM_KNOWN_HOSTS` when it has lines.
+        image's :data:`~dynconf_store_git.plugin.SYSTEM_KNOWN_HOSTS` when it has lines.
         With none of them the spec is refused (:class:`BackendError`): ssh would have to
         trust whatever key the first connection shows, and every new pod is a first use.
         """

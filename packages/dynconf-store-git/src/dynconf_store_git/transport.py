@@ -50,11 +50,10 @@ from dynconf.stores import TlsSettings, redact_url
 from dynconf_store_git.cache import CloneDir
 from dynconf_store_git.credential import Credential
 from dynconf_store_git.endpoint import Endpoint, EndpointKind
+from dynconf_store_git.plugin import SYSTEM_KNOWN_HOSTS
 
 __all__ = ["DEFAULT_TIMEOUT", "SYSTEM_KNOWN_HOSTS", "GitRunner", "Outcome"]
 
-SYSTEM_KNOWN_HOSTS: Final = "/etc/ssh/ssh_known_hosts"
-"""The image's own host-key pins (where the book's custom agent image writes its line)."""
 DEFAULT_TIMEOUT: Final = 30.0
 """Seconds one git call (ls-remote, fetch) may take before its process group is killed."""
 
