@@ -56,6 +56,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -73,7 +74,8 @@ from dynconf.stores import WATCH_FLOOR
 CACHE = Path(os.environ.get("DYNCONF_BENCH_CACHE", "~/.cache/dynconf-bench")).expanduser()
 CONSUL_TEMPLATE = ("github.com/hashicorp/consul-template", "v0.41.1")
 DCPY = ("dynamic-config-py", "0.3.3")
-ROWS = ("consul", "one-shot", "engine")
+RUST_SERVER = ("dynamic-config-server", "0.10.0")
+ROWS = ("consul", "one-shot", "engine", "config-server")
 
 RUN_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 """The environment every measured process gets: Python may write byte-code, so after the
@@ -107,9 +109,6 @@ NOT_BUILT = {
     "config server GET, 32 connections (vs Spring Cloud Config)": (
         "needs a minimal @EnableConfigServer Boot 3.4.5 app built with Maven; not written yet"
     ),
-    "config server GET (vs the book's Rust dynamic-config-server)": (
-        "`cargo install dynamic-config-server` and a server.toml on the same files; not built yet"
-    ),
 }
 
 
@@ -139,7 +138,7 @@ def _value(samples: list[float], unit: str) -> str:
     if not samples:
         return "—"
     value = statistics.median(samples)
-    digits = {"ms": 2, "MiB": 1, "%": 3, "ns": 1, "µs": 1}.get(unit, 3)
+    digits = {"ms": 2, "MiB": 1, "%": 3, "ns": 1, "µs": 1, "req/s": 0}.get(unit, 3)
     return f"{value:.{digits}f} {unit}"
 
 
@@ -187,6 +186,12 @@ def verdicts(rows: dict[str, Row]) -> list[str]:
     )
     check("idle CPU at --watch 15 <= 2x consul-template's", "idle", at_most(2.0))
     check("engine load <= 1.0x dynamic-config-py", "load/dcpy", at_most(1.0))
+    check(
+        "config server GET >= 0.8x the Rust server's req/s",
+        "cs/rps",
+        lambda row: None if row.ratio() is None else row.ratio() >= 0.8,  # type: ignore[operator]
+    )
+    check("config server p99 <= 1.2x the Rust server's", "cs/p99", at_most(1.2))
     check("nested read <= 1.05x a held pydantic instance", "read/held", at_most(1.05))
     return out
 
@@ -218,6 +223,27 @@ def consul_template(install: bool) -> tuple[Path | None, str]:
     env = {**os.environ, "GOBIN": str(home / "bin"), "CGO_ENABLED": "0", "GOFLAGS": "-modcacherw"}
     try:
         _run_logged([go, "install", f"{module}@{version}"], env, f"consul-template {version}")
+    except (RuntimeError, subprocess.TimeoutExpired) as error:
+        return None, f"peer not built ({str(error).splitlines()[0]})"
+    return binary, ""
+
+
+def rust_config_server(install: bool) -> tuple[Path | None, str]:
+    """The book's Rust ``dynamic-config-server`` from crates.io, built into the cache on first
+    use (``cargo install``, default features off: no Kubernetes auth is needed here)."""
+    name, version = RUST_SERVER
+    home = CACHE / f"{name}-{version}"
+    binary = home / "bin" / name
+    if binary.is_file():
+        return binary, ""
+    if not install:
+        return None, "peer not installed"
+    cargo = shutil.which("cargo")
+    if cargo is None:
+        return None, "peer not built (no cargo on PATH)"
+    command = [cargo, "install", name, "--version", version, "--locked", "--root", str(home)]
+    try:
+        _run_logged([*command, "--no-default-features"], dict(os.environ), f"{name} {version}")
     except (RuntimeError, subprocess.TimeoutExpired) as error:
         return None, f"peer not built ({str(error).splitlines()[0]})"
     return binary, ""
@@ -570,6 +596,108 @@ def engine_rows(options: argparse.Namespace, binding: Any, missing: str) -> dict
     return rows
 
 
+# ---------------------------------------------------------------------------- config server
+
+
+SERVER_TOML = """
+[server]
+bind = "127.0.0.1:{port}"
+max_stream_connections = 1000
+[[server.sections]]
+application = "billing"
+profile = "prod"
+files = ["billing.toml"]
+[[server.clients]]
+name = "bench"
+token = "{token}"
+applications = ["billing"]
+"""
+"""Keys both servers read (the Rust one refuses any key it does not know)."""
+
+
+def _start_server(binary: str, directory: Path, name: str) -> tuple[subprocess.Popen[bytes], int]:
+    import configserver
+
+    port = configserver.free_port()
+    here = directory / name
+    here.mkdir()
+    (here / "billing.toml").write_text((directory / "billing.toml").read_text())
+    (here / "server.toml").write_text(SERVER_TOML.format(port=port, token=configserver.TOKEN))
+    process = subprocess.Popen(
+        [binary, "server.toml"],
+        cwd=here,
+        stdout=(here / "server.log").open("wb"),
+        stderr=subprocess.STDOUT,
+        env=RUN_ENV,
+    )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            request = urllib.request.Request(
+                f"http://127.0.0.1:{port}/billing/prod",
+                headers={"Authorization": f"Bearer {configserver.TOKEN}"},
+            )
+            for _ in range(200):  # warm: connections, caches
+                urllib.request.urlopen(request, timeout=1).read()
+            return process, port
+        except OSError:
+            time.sleep(0.1)
+    process.kill()
+    log = (here / "server.log").read_text(errors="replace")[-2000:]
+    raise RuntimeError(f"{name} did not start:\n{log}")
+
+
+def config_server_rows(
+    options: argparse.Namespace, rust: Path | None, missing: str
+) -> dict[str, Row]:
+    import asyncio
+
+    import configserver
+
+    wrk = shutil.which("wrk") is not None
+    tool = "wrk -t1" if wrk else "an asyncio generator in this process"
+    rows = {
+        "cs/rps": Row(
+            f"config server GET, {configserver.CONNECTIONS} connections, req/s (higher is "
+            f"better; {tool}; vs the book's Rust dynamic-config-server {RUST_SERVER[1]})",
+            "req/s",
+        ),
+        "cs/p99": Row("config server GET p99", "ms"),
+        "cs/rss": Row("config server RSS after the load", "MiB"),
+    }
+    configserver.DURATION = options.duration
+    ours_binary = str(Path(sys.executable).with_name("dynamic-config-server"))
+    with tempfile.TemporaryDirectory() as directory:
+        tmp = Path(directory)
+        (tmp / "billing.toml").write_text(
+            '[billing]\nname = "billing"\nport = 8080\n[billing.db]\nhost = "db"\npool = 5\n'
+            + "".join(f"[billing.feature{i}]\nenabled = true\nweight = {i}\n" for i in range(20))
+        )
+        servers = {"ours": _start_server(ours_binary, tmp, "ours")}
+        try:
+            if rust is not None:
+                servers["peer"] = _start_server(str(rust), tmp, "peer")
+            for round_number in range(options.rounds):
+                order = list(servers) if round_number % 2 == 0 else list(reversed(servers))
+                for side in order:
+                    process, port = servers[side]
+                    if wrk:
+                        rps, _p50, p99 = configserver.wrk_run(port)
+                    else:
+                        rps, _p50, p99 = asyncio.run(configserver.asyncio_run(port))
+                    getattr(rows["cs/rps"], side).append(rps)
+                    getattr(rows["cs/p99"], side).append(p99)
+                    getattr(rows["cs/rss"], side).append(rss_mib(process.pid))
+        finally:
+            for process, _port in servers.values():
+                process.terminate()
+                process.wait(timeout=35)
+    if rust is None:
+        for row in rows.values():
+            row.missing = missing
+    return rows
+
+
 # ---------------------------------------------------------------------------- main
 
 
@@ -587,6 +715,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--runs", type=int, default=5, help="one-shot runs per side per round")
     parser.add_argument("--engine-rounds", type=int, default=15)
+    parser.add_argument(
+        "--duration", type=int, default=10, help="seconds of load per config-server sample"
+    )
     parser.add_argument("--engine-number", type=int, default=20, help="loads per sample")
     parser.add_argument(
         "--no-install", action="store_true", help="use only peers already in the cache"
@@ -608,6 +739,10 @@ def main(argv: list[str] | None = None) -> int:
             rows.update(consul_rows(options, ct, missing))
         if "one-shot" in wanted:
             rows.update(one_shot_rows(options, ct, missing))
+    if "config-server" in wanted:
+        rust, missing = rust_config_server(install=not options.no_install)
+        peers.append(f"dynamic-config-server {RUST_SERVER[1]}: {rust or missing}")
+        rows.update(config_server_rows(options, rust, missing))
     if "engine" in wanted:
         binding, missing = dynamic_config_py(install=not options.no_install)
         where = CACHE / f"{DCPY[0]}-{DCPY[1]}" if binding is not None else missing

@@ -83,3 +83,13 @@ def test_consul_and_one_shot_rows_run_against_the_test_consul(
         ("floor: `python -S -c pass`", "ms"),
     ]:
         _measured_or_named_absent(_row(out, what), unit)
+
+
+def test_config_server_rows_load_our_server() -> None:
+    out = _run("--rows", "config-server", "--rounds", "1", "--duration", "1")
+    for what, unit in [
+        ("config server GET, 32 connections, req/s", "req/s"),
+        ("config server GET p99", "ms"),
+        ("config server RSS after the load", "MiB"),
+    ]:
+        _measured_or_named_absent(_row(out, what), unit)
