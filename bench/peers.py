@@ -16,15 +16,15 @@ The method is ``bench/bench_load.py``'s: ours and the peer are measured in the s
 odd rounds in the reverse order, and each ratio is the median of the per-round ratios
 ours / peer (so a burst of the neighbours' load that hits a round hits both sides of its
 ratio); the ``ours`` and ``peer`` columns are the medians of the per-round values. Below 1
-is ahead. The rows:
+is ahead, except for a throughput (req/s), where above 1 is. The rows:
 
 * consul, agent vs consul-template, each watching its own key of the test Consul
   (``scripts/testenv``): both started fresh each round, then RSS (``VmRSS``) once the
   first render is on disk and settled, idle CPU over ``--idle`` seconds with no change (the
   agent at ``--watch 15``; the run time of every thread from ``/proc/<pid>/task/*/schedstat``,
-  nanoseconds, as % of one core), then ``--changes`` writes to each key, ours and the
-  peer's in turn, each timed from just before the write until the rendered file holds it
-  (p50, p95 per round). The changes are ``--gap`` apart, past the watch floor
+  nanoseconds, as % of one core; 15 s holds one resync of the agent), then ``--changes``
+  writes to each key, ours and the peer's in turn, each timed from just before the write
+  until the rendered file holds it (p50, p95 per round). The changes are ``--gap`` apart, past the watch floor
   (:data:`dynconf.stores.WATCH_FLOOR`, 0.5 s: the agent starts two queries of one watch at
   least that far apart, so a change that lands sooner after the previous one waits out the
   rest of it — a storm guard, measured here as an isolated change);
@@ -32,14 +32,17 @@ is ahead. The rows:
   container) vs ``consul-template -once``, a fresh output directory each run, the median of
   ``--runs`` runs per round; beside it the interpreter's floor measured in the same rounds:
   ``python -c pass``, ``python -S -c pass`` and ``import dynconf_k8s.agent.main``;
+* config server: ours (``dynamic-config-server``, one worker) and the book's Rust server
+  (``cargo install dynamic-config-server``) serve the same files from the same server.toml;
+  ``wrk`` (``apt-get install wrk``; else ``bench/configserver.py``'s asyncio generator, which
+  then shares the cores and caps both) drives ``GET /billing/prod`` for ``--duration`` s;
 * engine (``bench/bench_load.py``'s workload and loaders, CPU time): load vs
   dynamic-config-py and vs pydantic-settings; the nested read ``config.current().db.d7`` vs
   a held pydantic-settings instance and vs the binding's ``current().db.d7``.
 
 The rows whose peer this bench does not build yet are printed as ``peer not built`` with
-the reason (the webhook vs the vault-k8s injector, the config server vs Spring Cloud Config
-and the book's Rust ``dynamic-config-server``); ``bench/webhook_https.py`` and
-``bench/configserver.py`` measure ours alone.
+the reason (the webhook vs the vault-k8s injector, the config server vs Spring Cloud
+Config); ``bench/webhook_https.py`` measures ours alone.
 
 Every server is on 127.0.0.1 and every loop is bounded. Run from the repo root::
 
@@ -706,7 +709,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
     parser.add_argument("--rows", default=",".join(ROWS), help=f"of {', '.join(ROWS)}")
     parser.add_argument("--changes", type=int, default=30, help="writes per side per round")
-    parser.add_argument("--idle", type=float, default=10.0, help="idle CPU window, seconds")
+    parser.add_argument(
+        "--idle", type=float, default=15.0, help="idle CPU window, seconds (one --watch period)"
+    )
     parser.add_argument(
         "--gap",
         type=float,
