@@ -4,7 +4,8 @@ The init container's start → first render is mostly import time (issue 19: ≤
 interpreter floor of about 20 ms), so what the one-shot path must not import is checked by name
 in a fresh interpreter, never timed: prometheus-client (its exposition pulls in ``http.server``,
 ``wsgiref`` and ``email``; only the sidecar's metrics port needs it), the library engine
-(``dynconf.config`` and pydantic: the agent renders documents, it builds no models), and the
+(``dynconf.config`` and pydantic: the agent renders documents, it builds no models), a format
+the document is not in (TOML's parser and writer load with the first TOML), and the
 clients the operator and the templates use (kubernetes, jinja2). Every store's plugin module is
 imported at start (the registry names them all), so a plugin module imports its transport only
 in ``build()``: the git store's is checked here.
@@ -27,6 +28,8 @@ FORBIDDEN = (
     "kubernetes",
     "jinja2",
     "dynconf_store_git.transport",
+    "tomllib",
+    "tomli_w",
 )
 
 

@@ -18,7 +18,6 @@ malformed TOML is left for ``tomllib`` to report.
 from __future__ import annotations
 
 import re
-import tomllib
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -113,6 +112,8 @@ class _State:
 
 def _names(parts: list[str]) -> list[str | int]:
     """Key tokens as the names they spell (quoted keys unquoted and unescaped)."""
+    import tomllib  # only when a refusal names a path (see dynconf.formats.toml_)
+
     names: list[str | int] = []
     for part in parts:
         if part[:1] in "\"'":
