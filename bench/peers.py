@@ -31,7 +31,8 @@ is ahead, except for a throughput (req/s), where above 1 is. The rows:
 * one-shot start -> first render: ``dynamic-config-agent`` without ``--watch`` (the init
   container) vs ``consul-template -once``, a fresh output directory each run, the median of
   ``--runs`` runs per round; beside it the interpreter's floor measured in the same rounds:
-  ``python -c pass``, ``python -S -c pass`` and ``import dynconf_k8s.agent.main``;
+  ``python -c pass``, ``python -S -c pass``, ``import asyncio, requests`` (the libraries the
+  consul one-shot cannot start without) and ``import dynconf_k8s.agent.main``;
 * config server: ours (``dynamic-config-server``, one worker) and the book's Rust server
   (``cargo install dynamic-config-server``) serve the same files from the same server.toml;
   ``wrk`` (``apt-get install wrk``; else ``bench/configserver.py``'s asyncio generator, which
@@ -489,6 +490,9 @@ def one_shot_rows(options: argparse.Namespace, ct: Path | None, missing: str) ->
         ),
         "floor": Row("  floor: `python -c pass` (vs consul-template -once)", "ms"),
         "floor-S": Row("  floor: `python -S -c pass` (no site)", "ms"),
+        "libs": Row(
+            "  `python -c 'import asyncio, requests'` (the loop, the consul client's HTTP)", "ms"
+        ),
         "import": Row("  `python -c 'import dynconf_k8s.agent.main'`", "ms"),
     }
     with consul_env() as env, tempfile.TemporaryDirectory() as directory:
@@ -524,6 +528,7 @@ def one_shot_rows(options: argparse.Namespace, ct: Path | None, missing: str) ->
             (rows["one-shot"].ours, ours),
             (rows["floor"].ours, lambda: _timed([python, "-c", "pass"])),
             (rows["floor-S"].ours, lambda: _timed([python, "-S", "-c", "pass"])),
+            (rows["libs"].ours, lambda: _timed([python, "-c", "import asyncio, requests"])),
             (rows["import"].ours, lambda: _timed([python, "-c", "import dynconf_k8s.agent.main"])),
         ]
         if ct is not None:
