@@ -14,9 +14,14 @@ in ``build()``: the git store's is checked here.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
+
+from dynconf.plugins import LOCK_ENV
 
 FORBIDDEN = (
     "prometheus_client",
@@ -33,11 +38,17 @@ FORBIDDEN = (
 )
 
 
+def _environment() -> dict[str, str]:
+    """This environment without a plugin lock (a test adds one when it wants it)."""
+    return {k: v for k, v in os.environ.items() if k != LOCK_ENV}
+
+
 def _modules(code: str) -> set[str]:
     probe = f"import json, sys\n{code}\nprint(json.dumps(sorted(sys.modules)))\n"
     result = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
-    )
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60,
+        env=_environment(),
+    )  # fmt: skip
     return set(json.loads(result.stdout.splitlines()[-1]))
 
 
@@ -77,14 +88,22 @@ def test_the_first_scrape_builds_the_registry_with_prometheus_client() -> None:
     assert "prometheus_client" in modules
 
 
-def test_a_one_shot_render_loads_the_plugins_once(tmp_path: Path) -> None:
+@pytest.mark.parametrize("locked", [False, True], ids=["discovered", "locked"])
+def test_a_one_shot_render_loads_the_plugins_once(tmp_path: Path, locked: bool) -> None:
     doc = tmp_path / "doc.json"
     doc.write_text('{"a": 1}')
     out = tmp_path / "out" / "app.json"
     out.parent.mkdir()
     argv = ["--source", "file", "--key", str(doc), "--out", str(out)]
+    env = _environment()
+    if locked:  # as the agent image runs: DYNCONF_PLUGIN_LOCK names the baked lock
+        lock = tmp_path / "plugins.lock"
+        dynconf = Path(sys.executable).with_name("dynconf")
+        subprocess.run([str(dynconf), "plugins", "lock", "--output", str(lock)], check=True,
+                       capture_output=True, env=env)  # fmt: skip
+        env[LOCK_ENV] = str(lock)
     probe = (
-        "import json, sys\n"
+        "import json, os, sys\n"
         "import dynconf.plugins as plugins\n"
         "loads = []\n"
         "for name in ('discover', 'load_locked'):\n"
@@ -96,10 +115,11 @@ def test_a_one_shot_render_loads_the_plugins_once(tmp_path: Path) -> None:
         "import dynconf_k8s.agent.main\n"
         "main = sys.modules['dynconf_k8s.agent.main']\n"
         "main.discover, main.load_locked = plugins.discover, plugins.load_locked\n"
-        f"assert main.run({argv!r}, {{}}) == 0\n"
+        f"assert main.run({argv!r}, dict(os.environ)) == 0\n"
         "print(json.dumps(loads))\n"
     )
     result = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
-    )
-    assert json.loads(result.stdout.splitlines()[-1]) == ["discover"]
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60,
+        env=env,
+    )  # fmt: skip
+    assert json.loads(result.stdout.splitlines()[-1]) == ["load_locked" if locked else "discover"]

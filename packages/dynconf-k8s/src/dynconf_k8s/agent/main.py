@@ -26,7 +26,15 @@ from dynconf.budget import ledger
 from dynconf.errors import DynconfError, MissingError
 from dynconf.follow import StoreDriver
 from dynconf.logs import configure_logging, console_entry
-from dynconf.plugins import LOCK_ENV, PluginLock, Registry, discover, load_locked, use_registry
+from dynconf.plugins import (
+    LOCK_ENV,
+    PluginLock,
+    Registry,
+    default_registry,
+    discover,
+    load_locked,
+    use_registry,
+)
 from dynconf.stores import Absent, Lease, StoreType
 from dynconf_k8s.agent.events import EVENT_DEADLINE, EventWriter
 from dynconf_k8s.agent.flags import USAGE, AgentSettings, UsageError, parse_args
@@ -58,7 +66,11 @@ def _log_level(environ: Mapping[str, str]) -> int:
 def load_registry(environ: Mapping[str, str]) -> tuple[Registry, str | None]:
     """The plugins this process may use: the lock's when there is one, else discovery."""
     lock_path = environ.get(LOCK_ENV) or (str(BAKED_LOCK) if BAKED_LOCK.is_file() else None)
-    if lock_path is None:
+    if lock_path == (os.environ.get(LOCK_ENV) or None):
+        # the process's registry is loaded the same way (open, or from this very lock), and
+        # the contract's import may have loaded it already: load the plugins once
+        registry = default_registry()
+    elif lock_path is None:
         registry = discover()
     else:
         registry = load_locked(PluginLock.read(lock_path), origin=lock_path)
