@@ -138,6 +138,9 @@ class Row:
         return statistics.median(o / p for o, p in pairs)
 
 
+PEER_ZERO = "— (the peer measured 0)"
+
+
 def _value(samples: list[float], unit: str) -> str:
     if not samples:
         return "—"
@@ -154,7 +157,7 @@ def table(rows: list[Row]) -> str:
             peer, ratio = row.missing, "—"
         else:
             peer = _value(row.peer, row.unit)
-            ratio = "—" if value is None else f"{value:.2f}×"
+            ratio = PEER_ZERO if value is None else f"{value:.2f}×"
         lines.append(f"| {row.what} | {_value(row.ours, row.unit)} | {peer} | {ratio} |")
     return "\n".join(lines)
 
