@@ -750,7 +750,8 @@ def main(argv: list[str] | None = None) -> int:
     rows: dict[str, Row] = {}
     peers: list[str] = []
     lock_dir = tempfile.TemporaryDirectory()
-    bake_plugin_lock(Path(lock_dir.name))
+    if set(wanted) & {"consul", "one-shot", "config-server"}:  # rows that start our processes
+        bake_plugin_lock(Path(lock_dir.name))
     if "consul" in wanted or "one-shot" in wanted:
         ct, missing = consul_template(install=not options.no_install)
         peers.append(f"consul-template {CONSUL_TEMPLATE[1]}: {ct or missing}")
