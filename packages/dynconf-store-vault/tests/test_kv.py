@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
+import hvac.exceptions
 import pytest
 from vault_testlib import SpecFactory
 
@@ -82,9 +84,20 @@ def test_enterprise_namespace_header_reaches_the_namespace(
         json={"type": "kv", "options": {"version": "2"}},
         headers={"X-Vault-Namespace": name},
     )
-    vault_server.client.adapter.post(
-        "/v1/kv/data/app", json={"data": {"team": name}}, headers={"X-Vault-Namespace": name}
-    )
+    # a new KV v2 mount upgrades itself in the background and refuses writes until done
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            vault_server.client.adapter.post(
+                "/v1/kv/data/app",
+                json={"data": {"team": name}},
+                headers={"X-Vault-Namespace": name},
+            )
+            break
+        except hvac.exceptions.InvalidRequest as error:
+            if "Upgrading" not in str(error) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
     inside = VAULT_STORE.build(spec_for("kv/app", namespace=name)).fetch()
     assert isinstance(inside, Fetched) and json.loads(inside.text) == {"team": name}
     assert VAULT_STORE.build(spec_for("kv/app")).fetch() is ABSENT  # no such path at the root

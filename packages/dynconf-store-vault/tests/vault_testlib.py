@@ -196,7 +196,8 @@ class TlsBao:
             if self.root_token:
                 request.add_header("X-Vault-Token", self.root_token)
             try:
-                with urllib.request.urlopen(request, timeout=10, context=self.context()) as resp:
+                # generous: a loaded 2-core machine has kept raft's first writes past 10 s
+                with urllib.request.urlopen(request, timeout=60, context=self.context()) as resp:
                     raw = resp.read()
                 return json.loads(raw) if raw else None
             except urllib.error.HTTPError as err:
