@@ -2,6 +2,7 @@ pytest_plugins = [
     "tests.fixtures.servers",
     "tests.fixtures.kube",
     "tests.fixtures.node",
+    "tests.fixtures.registry",
     "tests.fixtures.otlp",
     "tests.fixtures.hostile",
     "tests.fixtures.uv",

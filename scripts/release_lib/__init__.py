@@ -12,6 +12,10 @@ A release is four steps, all checked before any is taken, so a refusal changes n
    tag ``<package>-v<version>``.
 
 ``--dry-run`` prints the steps and takes none. Standard library only, like ``scripts/testenv``.
+
+``scripts/release artifacts …`` and ``scripts/release bundle …`` release the images and the chart
+instead: pushed to an OCI registry by digest, signed, SBOMs attested, and the air-gap bundle
+(``artifacts.py``).
 """
 
 from __future__ import annotations
@@ -290,7 +294,16 @@ def _uv(repo: Path, uv: str, *argv: str) -> None:
         )
 
 
+ARTIFACT_COMMANDS: Final = ("artifacts", "bundle")
+"""``scripts/release artifacts|bundle …``: the images and the chart (``artifacts.py``)."""
+
+
 def main(argv: Sequence[str] | None = None, repo: Path = REPO) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] and argv[0] in ARTIFACT_COMMANDS:
+        from .artifacts import main as artifacts_main
+
+        return artifacts_main(argv)
     parser = argparse.ArgumentParser(
         prog="scripts/release",
         description="Release one package: bump its version, check its changelog, build its "

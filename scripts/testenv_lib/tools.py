@@ -1,4 +1,5 @@
-"""Tools the chart, CSI and alert tests run: helm, kubeconform, csi-sanity, promtool, kube schemas.
+"""Tools the chart, CSI, alert and release tests run: helm, kubeconform, csi-sanity, promtool,
+kube schemas, crane (the loopback OCI registry) and cosign (signatures).
 
 Each tool is ``go install``ed from the Go module proxy at a pinned version into
 ``<cache>/tools/<name>-<version>/`` and linked as ``<cache>/bin/<name>``; a present versioned
@@ -328,17 +329,59 @@ KUSTOMIZE = GoTool(
 )
 """kustomize for the deploy/kustomize base and overlays (the tests never need kubectl)."""
 
+CRANE = GoTool(
+    "crane",
+    "github.com/google/go-containerregistry/cmd/crane",
+    "v0.22.1",
+    "-s -w -X github.com/google/go-containerregistry/cmd/crane/cmd.Version=v0.22.1",
+)
+"""crane, for ``crane registry serve`` (the loopback OCI registry) and ``crane push``."""
+COSIGN = GoTool(
+    "cosign",
+    "github.com/sigstore/cosign/v2/cmd/cosign",
+    # v2, not v3: v3 signs through a signing config fetched from the public TUF root by
+    # default; v2's `--key … --tlog-upload=false` and `--insecure-ignore-tlog` need no network
+    "v2.6.5",
+    "-s -w -X sigs.k8s.io/release-utils/version.gitVersion=v2.6.5"
+    " -X sigs.k8s.io/release-utils/version.gitTreeState=clean",
+)
+"""cosign, for the release's offline-key signatures and SBOM attestations."""
+
+
+def start_registry(ctx: Context) -> dict[str, str]:
+    """``crane registry serve`` on 127.0.0.1 with its blobs on this run's disk.
+
+    The registry keeps manifests in memory and blobs under ``data/registry``; both go with the
+    process (``stop``). Plain HTTP on loopback: helm takes ``--plain-http``, and cosign, crane
+    and containerd speak HTTP to a loopback registry by default.
+    """
+    crane = install_tool(ctx, CRANE)
+    port = ctx.free_ports(1)[0]
+    disk = ctx.data_dir("registry", fresh=True)
+    ctx.spawn("registry", [str(crane), "registry", "serve", "--address", f"127.0.0.1:{port}",
+                           "--disk", str(disk)])  # fmt: skip
+    ctx.wait_http(f"http://127.0.0.1:{port}/v2/", 30, proc="registry")
+    return {"DYNCONF_TEST_REGISTRY": f"127.0.0.1:{port}"}
+
+
 INSTALLERS: dict[str, Callable[[Context], None]] = {
     **{name: _installer(tool) for name, tool in TOOLS.items()},
     "kube-schemas": install_kube_schemas,
     "kustomize": _installer(KUSTOMIZE),
+    "crane": _installer(CRANE),
+    "cosign": _installer(COSIGN),
 }
 SLOW: dict[str, int] = {
     "kube-schemas": 20,
     "helm": 30,  # the e2e ladder installs the chart: before the node and the images
+    "crane": 52,  # the release leg (tests/e2e/test_release.py): after the images
+    "cosign": 55,
     "kustomize": 60,
     "csi-sanity": 70,
     "promtool": 80,
 }
 """Ranks in the background worker's order (kubeconform stays in the foreground: seconds)."""
-SERVERS: dict[str, Callable[[Context], dict[str, str]]] = {}
+SERVERS: dict[str, Callable[[Context], dict[str, str]]] = {"registry": start_registry}
+NEEDS: dict[str, list[str]] = {"registry": ["crane"]}
+OPT_IN: list[str] = ["crane", "cosign"]
+"""Only the release leg uses them, and it needs the images: built with ``DYNCONF_E2E=1``."""

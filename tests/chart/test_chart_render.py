@@ -82,6 +82,8 @@ TOGGLES: dict[str, tuple[str, ...]] = {
         "agent.digest=sha256:" + "b" * 64,
         "operator.enabled=true",
         "operator.digest=sha256:" + "c" * 64,
+        "nodeAgent.enabled=true",
+        "nodeAgent.digest=sha256:" + "d" * 64,
         "webhook.tag=v9.9.9",
     ),
 }
@@ -601,6 +603,10 @@ def test_digest_wins_over_tag_and_empty_tag_is_the_app_version(
     operator = _container(one(docs, "Deployment", "dynamic-config-operator"), "operator")
     assert (
         operator["image"] == "ghcr.io/dynamic-config-rs/dynamic-config-operator@sha256:" + "c" * 64
+    )
+    node_agent = _container(one(docs, "DaemonSet", "dynamic-config-node-agent"), "node-agent")
+    assert node_agent["image"] == (
+        "ghcr.io/dynamic-config-rs/dynamic-config-node-agent@sha256:" + "d" * 64
     )
 
 

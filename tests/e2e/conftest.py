@@ -23,7 +23,8 @@ Fixtures (all ``e2e``: they use ``kube_node``, so ``tests/fixtures/node.py`` mar
 ``install_chart`` (session): ``install_chart(name, values) -> context manager -> Release`` for a
     release of one's own (another TLS mode, an objectSelector, the operator): its own namespace
     ``<name>-system`` and ``fullnameOverride: <name>``, the CRDs left to ``chart_release``
-    (``--skip-crds``). Two releases select the same pods only if their selectors overlap: give
+    (``--skip-crds``). ``chart=("oci://…/charts/dynamic-config", "--version", X, …)`` installs
+    a released chart from a registry instead of the tree's. Two releases select the same pods only if their selectors overlap: give
     a second one an ``objectSelector`` or namespaces the first does not gate.
 
 On exit ``helm uninstall --wait``, then the release namespace and the CRDs ``chart_release``
@@ -236,7 +237,13 @@ def install_chart(
         return _helm(helm_bin, kube_node.plane.kubeconfig, home, *args)
 
     @contextlib.contextmanager
-    def install(name: str, values: dict[str, Any], *, skip_crds: bool = True) -> Iterator[Release]:
+    def install(
+        name: str,
+        values: dict[str, Any],
+        *,
+        skip_crds: bool = True,
+        chart: tuple[str, ...] = (str(CHART),),
+    ) -> Iterator[Release]:
         namespace = f"{name}-system"
         if name != CHART.name:  # the chart names its objects "dynamic-config-…" by default
             values = _merge({"fullnameOverride": name}, values)
@@ -244,7 +251,7 @@ def install_chart(
         if name in helm("list", "-n", namespace, "-a", "-q").split():
             # an earlier session was interrupted (a node left running keeps its releases)
             helm("uninstall", name, "-n", namespace, "--wait", "--timeout", f"{HELM_TIMEOUT}s")
-        helm("install", name, str(CHART), "-n", namespace, "--create-namespace", "--wait",
+        helm("install", name, *chart, "-n", namespace, "--create-namespace", "--wait",
              "--timeout", f"{HELM_TIMEOUT}s", "-f", _values_file(values),
              *(["--skip-crds"] if skip_crds else []))  # fmt: skip
         fullname = str(values.get("fullnameOverride") or CHART.name)

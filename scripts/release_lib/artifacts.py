@@ -1,0 +1,498 @@
+"""``scripts/release artifacts`` and ``scripts/release bundle``: the images and the chart, signed.
+
+``artifacts --registry HOST:PORT --key cosign.key`` takes the four OCI archives that
+``scripts/testenv install images`` built (``<run>/images/<name>.tar``, each with its CycloneDX
+SBOM beside it) and, against a real OCI registry:
+
+1. pushes each image with ``crane push`` as ``<registry>/dynamic-config-<name>:v<appVersion>``
+   and keeps the digest, which must be the archive's own manifest digest (the layer goes as it
+   is, so the SBOM, which names that digest, names the pushed image);
+2. packages the chart with every image pinned: ``values.yaml``'s ``image`` becomes the
+   registry's repository and ``digest`` the pushed digest, for the agent, the webhook, the
+   operator and the node agent; ``helm package`` + ``helm push`` to ``oci://<registry>/charts``;
+3. signs the four images and the chart with the key (``cosign sign --tlog-upload=false``: no
+   transparency log, nothing leaves the machine);
+4. attaches each SBOM as a signed in-toto attestation (``cosign attest --type cyclonedx``)
+   rather than as a bare referrer (``cosign attach sbom``): the attestation is signed by the
+   same key, so whoever verifies the image can also verify who vouched for its package list,
+   and ``cosign save`` carries it into the air-gap bundle;
+5. verifies every signature and attestation with the public key before it reports success,
+   and writes ``release.json`` (every reference and digest) to ``--out``.
+
+``bundle --release release.json --out FILE.tar`` writes the air-gap bundle of that release:
+the chart's ``.tgz``, each image and the chart as an OCI layout holding its signature and
+attestation (``cosign save``), the SBOMs, the public key, ``load.sh REGISTRY`` (pushes all of
+it into another registry with ``cosign load`` and writes ``values-mirror.yaml`` for ``helm
+install``) and ``verify.sh [REGISTRY]`` (checks every signature and attestation, in the
+bundle's layouts or, given a registry, there).
+
+The tools are the pinned ones ``scripts/testenv install crane cosign helm`` builds (or ``$CRANE``,
+``$COSIGN``, ``$HELM``). A key with a passphrase takes it from ``COSIGN_PASSWORD``; the
+passphrase is never printed. Standard library only, like the rest of ``scripts/release``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+__all__ = [
+    "IMAGES",
+    "Published",
+    "Tools",
+    "bundle",
+    "main",
+    "pin_values",
+    "publish",
+]
+
+REPO: Final = Path(__file__).resolve().parents[2]
+CHART: Final = REPO / "charts" / "dynamic-config"
+IMAGES: Final = ("agent", "webhook", "operator", "node-agent")
+VALUES_SECTION: Final = {
+    "agent": "agent",
+    "webhook": "webhook",
+    "operator": "operator",
+    "node-agent": "nodeAgent",
+}
+"""Each image's section in the chart's ``values.yaml`` (each has ``image`` and ``digest``)."""
+SBOM_TYPE: Final = "cyclonedx"
+DIGEST: Final = re.compile(r"sha256:[0-9a-f]{64}")
+TIMEOUT: Final = 900
+
+
+class ArtifactError(Exception):
+    """A refusal or a failed step: one sentence with what failed and what to do."""
+
+
+@dataclass(frozen=True)
+class Tools:
+    """The three programs a release runs, and a private home for their state."""
+
+    crane: Path
+    cosign: Path
+    helm: Path
+    home: Path
+    """Helm's cache/config/data, cosign's TUF root and Docker config: never the user's own."""
+
+    @classmethod
+    def find(cls, home: Path) -> Tools:
+        cache = Path(
+            os.environ.get("DYNCONF_TESTENV_CACHE") or Path.home() / ".cache" / "dynconf-testenv"
+        )
+        found = {}
+        for name in ("crane", "cosign", "helm"):
+            candidates = [os.environ.get(name.upper()), str(cache / "bin" / name),
+                          shutil.which(name)]  # fmt: skip
+            path = next((c for c in candidates if c and os.access(c, os.X_OK)), None)
+            if path is None:
+                raise ArtifactError(
+                    f"no {name} found; run `scripts/testenv install {name}` (or set "
+                    f"{name.upper()}=/path/to/{name})"
+                )
+            found[name] = Path(path)
+        home.mkdir(parents=True, exist_ok=True)
+        return cls(found["crane"], found["cosign"], found["helm"], home)
+
+    def env(self) -> dict[str, str]:
+        return {
+            **os.environ,
+            "HELM_CACHE_HOME": str(self.home / "helm" / "cache"),
+            "HELM_CONFIG_HOME": str(self.home / "helm" / "config"),
+            "HELM_DATA_HOME": str(self.home / "helm" / "data"),
+            "DOCKER_CONFIG": str(self.home / "docker"),
+            "TUF_ROOT": str(self.home / "tuf"),
+            "COSIGN_PASSWORD": os.environ.get("COSIGN_PASSWORD", ""),
+        }
+
+    def run(self, tool: Path, *argv: str, cwd: Path | None = None) -> str:
+        """``tool argv``; its stdout, or an error with the tail of what it said."""
+        try:
+            result = subprocess.run(
+                [str(tool), *argv], cwd=cwd, env=self.env(), capture_output=True, text=True,
+                timeout=TIMEOUT, check=False, stdin=subprocess.DEVNULL,
+            )  # fmt: skip
+        except subprocess.TimeoutExpired as err:
+            raise ArtifactError(f"{tool.name} {argv[0]} did not finish in {TIMEOUT} s") from err
+        if result.returncode != 0:
+            said = (result.stderr.strip() or result.stdout.strip())[-2000:]
+            raise ArtifactError(f"{tool.name} {' '.join(argv[:2])} failed: {said}")
+        return result.stdout + result.stderr
+
+
+@dataclass(frozen=True)
+class Published:
+    """What ``artifacts`` put in the registry (written as ``release.json``)."""
+
+    registry: str
+    app_version: str
+    chart_version: str
+    images: dict[str, str]
+    """Image name -> manifest digest."""
+    chart_digest: str
+    chart_package: str
+    """The packaged chart's file (pinned values), beside ``release.json``."""
+
+    def repository(self, name: str, registry: str | None = None) -> str:
+        return f"{registry or self.registry}/dynamic-config-{name}"
+
+    def image_ref(self, name: str, registry: str | None = None) -> str:
+        return f"{self.repository(name, registry)}@{self.images[name]}"
+
+    def chart_repository(self, registry: str | None = None) -> str:
+        return f"{registry or self.registry}/charts/dynamic-config"
+
+    def chart_ref(self, registry: str | None = None) -> str:
+        return f"{self.chart_repository(registry)}@{self.chart_digest}"
+
+    def refs(self, registry: str | None = None) -> list[str]:
+        """Every signed reference: the four images, then the chart."""
+        return [*(self.image_ref(n, registry) for n in IMAGES), self.chart_ref(registry)]
+
+    def dump(self, path: Path) -> None:
+        record = {"registry": self.registry, "appVersion": self.app_version,
+                  "chart": {"version": self.chart_version, "digest": self.chart_digest,
+                            "package": self.chart_package, "reference": self.chart_ref()},
+                  "images": {n: {"digest": d, "reference": self.image_ref(n)}
+                             for n, d in self.images.items()}}  # fmt: skip
+        path.write_text(json.dumps(record, indent=2) + "\n")
+
+    @classmethod
+    def load(cls, path: Path) -> Published:
+        try:
+            record: dict[str, Any] = json.loads(path.read_text())
+            return cls(
+                registry=record["registry"],
+                app_version=record["appVersion"],
+                chart_version=record["chart"]["version"],
+                images={n: v["digest"] for n, v in record["images"].items()},
+                chart_digest=record["chart"]["digest"],
+                chart_package=record["chart"]["package"],
+            )
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            raise ArtifactError(
+                f"{path} is not a release record ({err}); `scripts/release artifacts` writes one"
+            ) from err
+
+
+# ---------------------------------------------------------------------------- the chart
+def chart_versions(chart: Path = CHART) -> tuple[str, str]:
+    """(version, appVersion) from ``Chart.yaml``."""
+    text = (chart / "Chart.yaml").read_text()
+    found = []
+    for key in ("version", "appVersion"):
+        match = re.search(rf'(?m)^{key}:\s*"?([^"\s]+)"?\s*$', text)
+        if match is None:
+            raise ArtifactError(f"{chart / 'Chart.yaml'} has no `{key}:` line")
+        found.append(match[1])
+    return found[0], found[1]
+
+
+def pin_values(text: str, pins: Mapping[str, tuple[str, str]]) -> str:
+    """``values.yaml`` with ``<section>.image`` and ``<section>.digest`` set for each pin.
+
+    ``pins`` maps a top-level section (``agent``, ``nodeAgent``…) to (repository, digest). Only
+    the section's own two-space-indented ``image:`` and ``digest:`` lines change, so comments
+    and every other value stay as written; a section without both is a refusal.
+    """
+    out = text
+    for section, (repository, digest) in pins.items():
+        if not DIGEST.fullmatch(digest):
+            raise ArtifactError(f"{section}: {digest!r} is not a sha256:<64 hex> digest")
+        start = re.search(rf"(?m)^{re.escape(section)}:\s*$", out)
+        if start is None:
+            raise ArtifactError(f"values.yaml has no top-level `{section}:` section")
+        following = re.search(r"(?m)^\S", out[start.end() :])
+        end = start.end() + following.start() if following else len(out)
+        body = out[start.end() : end]
+        for key, value in (("image", repository), ("digest", digest)):
+            body, count = re.subn(rf"(?m)^(  {key}:)[^\n]*$", rf"\g<1> {value}", body, count=1)
+            if count != 1:
+                raise ArtifactError(f"values.yaml's `{section}:` has no `  {key}:` line")
+        out = out[: start.end()] + body + out[end:]
+    return out
+
+
+def package_chart(
+    tools: Tools, published_images: Published, out: Path, chart: Path = CHART
+) -> Path:
+    """The chart with every image pinned to the registry by digest, packaged into ``out``."""
+    with tempfile.TemporaryDirectory(prefix="chart-") as tmp:
+        copy = Path(tmp) / chart.name
+        shutil.copytree(chart, copy)
+        pins = {VALUES_SECTION[n]: (published_images.repository(n), d)
+                for n, d in published_images.images.items()}  # fmt: skip
+        values = copy / "values.yaml"
+        values.write_text(pin_values(values.read_text(), pins))
+        tools.run(tools.helm, "package", str(copy), "--destination", str(out))
+    version, _ = chart_versions(chart)
+    package = out / f"{chart.name}-{version}.tgz"
+    if not package.is_file():
+        raise ArtifactError(f"helm package wrote no {package.name} in {out}")
+    return package
+
+
+def push_chart(tools: Tools, package: Path, registry: str) -> str:
+    """``helm push`` to ``oci://<registry>/charts``; the chart manifest's digest."""
+    said = tools.run(tools.helm, "push", str(package), f"oci://{registry}/charts",
+                     *plain_http(registry))  # fmt: skip
+    match = re.search(r"(?m)^Digest:\s*(sha256:[0-9a-f]{64})", said)
+    if match is None:
+        raise ArtifactError(f"helm push named no digest: {said.strip()[-500:]}")
+    return match[1]
+
+
+def plain_http(registry: str) -> list[str]:
+    """``--plain-http`` for a loopback registry (the test's), nothing for a real one."""
+    host = registry.split("/", 1)[0].rsplit(":", 1)[0]
+    return ["--plain-http"] if host in ("127.0.0.1", "localhost", "[::1]") else []
+
+
+# ---------------------------------------------------------------------------- the images
+def archive_digest(archive: Path) -> str:
+    """The image manifest digest the archive's ``index.json`` lists first."""
+    with tarfile.open(archive) as tar:
+        member = tar.extractfile("index.json")
+        if member is None:
+            raise ArtifactError(f"{archive} has no index.json; rebuild it")
+        return str(json.load(member)["manifests"][0]["digest"])
+
+
+def push_image(tools: Tools, archive: Path, reference: str) -> str:
+    """Push the image of an OCI archive to ``reference`` (``repo:tag``); its digest.
+
+    ``crane push`` reads an OCI layout directory holding one image; the archive's layout also
+    lists the SBOM artifact, so it is unpacked with an ``index.json`` naming the image alone.
+    """
+    expected = archive_digest(archive)
+    with tempfile.TemporaryDirectory(prefix="push-", dir=archive.parent) as tmp:
+        layout = Path(tmp)
+        with tarfile.open(archive) as tar:
+            tar.extractall(layout, filter="data")
+        index = json.loads((layout / "index.json").read_text())
+        index["manifests"] = index["manifests"][:1]
+        (layout / "index.json").write_text(json.dumps(index))
+        said = tools.run(tools.crane, "push", str(layout), reference)
+    pushed = re.findall(r"@(sha256:[0-9a-f]{64})", said)
+    if not pushed or pushed[-1] != expected:
+        raise ArtifactError(
+            f"the registry holds {reference} as {pushed[-1] if pushed else 'nothing'}, not the "
+            f"archive's {expected}; is another image pushed under that tag?"
+        )
+    return expected
+
+
+# ---------------------------------------------------------------------------- signatures
+def sign(tools: Tools, key: Path, reference: str) -> None:
+    tools.run(tools.cosign, "sign", "--yes", "--key", str(key), "--tlog-upload=false", reference)
+
+
+def attest_sbom(tools: Tools, key: Path, reference: str, sbom: Path) -> None:
+    tools.run(tools.cosign, "attest", "--yes", "--key", str(key), "--tlog-upload=false",
+              "--type", SBOM_TYPE, "--predicate", str(sbom), reference)  # fmt: skip
+
+
+def verify(tools: Tools, public_key: Path, reference: str, *, attestation: bool) -> None:
+    """The signature (and with ``attestation`` the SBOM attestation) of ``reference``."""
+    tools.run(tools.cosign, "verify", "--key", str(public_key), "--insecure-ignore-tlog",
+              reference)  # fmt: skip
+    if attestation:
+        tools.run(tools.cosign, "verify-attestation", "--key", str(public_key),
+                  "--insecure-ignore-tlog", "--type", SBOM_TYPE, reference)  # fmt: skip
+
+
+def public_key_of(key: Path) -> Path:
+    public = key.with_suffix(".pub")
+    if not public.is_file():
+        raise ArtifactError(f"no public key beside {key} ({public}); pass --public-key")
+    return public
+
+
+def publish(
+    tools: Tools,
+    registry: str,
+    *,
+    key: Path,
+    public_key: Path,
+    images_dir: Path,
+    out: Path,
+    chart: Path = CHART,
+    log: Any = None,
+) -> Published:
+    """Push, pin, package, sign, attest and verify (the module docstring's five steps)."""
+    say = log or (lambda line: None)
+    chart_version, app_version = chart_versions(chart)
+    missing = [n for n in IMAGES if not (images_dir / f"{n}.tar").is_file()
+               or not (images_dir / f"{n}.cdx.json").is_file()]  # fmt: skip
+    if missing:
+        raise ArtifactError(
+            f"{images_dir} lacks the archive or SBOM of {', '.join(missing)}; run "
+            "`scripts/testenv install images` first"
+        )
+    out.mkdir(parents=True, exist_ok=True)
+    digests = {}
+    for name in IMAGES:
+        reference = f"{registry}/dynamic-config-{name}:v{app_version}"
+        digests[name] = push_image(tools, images_dir / f"{name}.tar", reference)
+        say(f"pushed {reference}@{digests[name]}")
+    images_only = Published(registry, app_version, chart_version, digests, "", "")
+    package = package_chart(tools, images_only, out, chart)
+    chart_digest = push_chart(tools, package, registry)
+    published = Published(registry, app_version, chart_version, digests, chart_digest,
+                          package.name)  # fmt: skip
+    say(f"pushed {published.chart_ref()} (chart {chart_version}, images pinned by digest)")
+    for name in IMAGES:
+        sign(tools, key, published.image_ref(name))
+        sbom = images_dir / f"{name}.cdx.json"
+        shutil.copy2(sbom, out / sbom.name)
+        attest_sbom(tools, key, published.image_ref(name), sbom)
+    sign(tools, key, published.chart_ref())
+    say("signed the four images and the chart; attached each SBOM as a cyclonedx attestation")
+    for name in IMAGES:
+        verify(tools, public_key, published.image_ref(name), attestation=True)
+    verify(tools, public_key, published.chart_ref(), attestation=False)
+    shutil.copy2(public_key, out / "cosign.pub")
+    published.dump(out / "release.json")
+    say(f"verified every signature with {public_key}; wrote {out / 'release.json'}")
+    return published
+
+
+# ---------------------------------------------------------------------------- the bundle
+LOAD_SH: Final = """#!/bin/sh
+# Push this bundle's images and chart, with their signatures and SBOM attestations, into
+# REGISTRY (host[:port][/path]); then writes values-mirror.yaml for `helm install -f`.
+# Needs cosign (COSIGN=/path/to/cosign, else cosign on PATH).
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+registry=${1:?usage: load.sh REGISTRY}
+cosign=${COSIGN:-cosign}
+while read -r name repository tag digest; do
+  "$cosign" load --dir "$here/layouts/$name" "$registry/$repository:$tag"
+  echo "loaded $registry/$repository@$digest"
+done < "$here/artifacts.txt"
+{
+  echo "# written by load.sh: the chart's images, from $registry, pinned by digest"
+  while read -r name repository tag digest; do
+    case $name in
+      chart) continue ;;
+      node-agent) section=nodeAgent ;;
+      *) section=$name ;;
+    esac
+    printf '%s:\\n  image: %s\\n  digest: %s\\n' "$section" "$registry/$repository" "$digest"
+  done < "$here/artifacts.txt"
+} > "$here/values-mirror.yaml"
+echo "helm install dynamic-config oci://$registry/charts/dynamic-config" \\
+  "--version {chart_version} -f $here/values-mirror.yaml"
+"""
+VERIFY_SH: Final = """#!/bin/sh
+# Check every signature (and each image's SBOM attestation) with this bundle's cosign.pub:
+# in the bundle's own layouts, or, given REGISTRY, in that registry after load.sh.
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+registry=${1:-}
+cosign=${COSIGN:-cosign}
+while read -r name repository tag digest; do
+  if [ -n "$registry" ]; then
+    set -- "$registry/$repository@$digest"
+  else
+    set -- --local-image "$here/layouts/$name"
+  fi
+  "$cosign" verify --key "$here/cosign.pub" --insecure-ignore-tlog "$@" > /dev/null
+  if [ "$name" != chart ]; then
+    "$cosign" verify-attestation --key "$here/cosign.pub" --insecure-ignore-tlog \\
+      --type cyclonedx "$@" > /dev/null
+  fi
+  echo "verified $repository@$digest"
+done < "$here/artifacts.txt"
+"""
+
+
+def bundle(tools: Tools, record: Path, out: Path) -> Path:
+    """The air-gap tarball of the release ``record`` describes (see the module docstring)."""
+    published = Published.load(record)
+    source = record.parent
+    name = f"dynamic-config-{published.chart_version}-bundle"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="bundle-", dir=out.parent) as tmp:
+        root = Path(tmp) / name
+        (root / "layouts").mkdir(parents=True)
+        (root / "sboms").mkdir()
+        lines = []
+        for image in IMAGES:
+            tools.run(tools.cosign, "save", "--dir", str(root / "layouts" / image),
+                      published.image_ref(image))  # fmt: skip
+            shutil.copy2(source / f"{image}.cdx.json", root / "sboms" / f"{image}.cdx.json")
+            lines.append(f"{image} dynamic-config-{image} v{published.app_version} "
+                         f"{published.images[image]}")  # fmt: skip
+        tools.run(tools.cosign, "save", "--dir", str(root / "layouts" / "chart"),
+                  published.chart_ref())  # fmt: skip
+        lines.append(f"chart charts/dynamic-config {published.chart_version} "
+                     f"{published.chart_digest}")  # fmt: skip
+        (root / "artifacts.txt").write_text("\n".join(lines) + "\n")
+        shutil.copy2(source / published.chart_package, root / published.chart_package)
+        shutil.copy2(source / "cosign.pub", root / "cosign.pub")
+        shutil.copy2(record, root / "release.json")
+        for script, text in (("load.sh", LOAD_SH), ("verify.sh", VERIFY_SH)):
+            (root / script).write_text(text.replace("{chart_version}", published.chart_version))
+            (root / script).chmod(0o755)
+        partial = out.with_name(out.name + ".partial")
+        with tarfile.open(partial, "w") as tar:
+            tar.add(root, arcname=name)
+        partial.rename(out)
+    return out
+
+
+# ---------------------------------------------------------------------------- the command
+def _default_images() -> Path:
+    run = os.environ.get("DYNCONF_TESTENV_RUN")
+    return (Path(run) if run else REPO / ".testenv") / "images"
+
+
+def main(argv: Sequence[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="scripts/release",
+        description="Publish the images and the chart to an OCI registry, signed, or write the "
+        "air-gap bundle of such a release.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    publish_args = sub.add_parser("artifacts", help="push, pin, sign, attest and verify")
+    publish_args.add_argument("--registry", required=True, help="host:port[/path] to push to")
+    publish_args.add_argument("--key", required=True, type=Path, help="the cosign private key")
+    publish_args.add_argument("--public-key", type=Path, help="default: the key's .pub twin")
+    publish_args.add_argument("--images", type=Path, default=_default_images(),
+                              help="the built archives (default: <run>/images)")  # fmt: skip
+    publish_args.add_argument("--out", type=Path, default=REPO / "dist" / "artifacts")
+    bundle_args = sub.add_parser("bundle", help="write the air-gap tarball of a release")
+    bundle_args.add_argument("--release", type=Path, default=REPO / "dist" / "artifacts" /
+                             "release.json", help="the record `artifacts` wrote")  # fmt: skip
+    bundle_args.add_argument("--out", type=Path, required=True, help="the tarball to write")
+    args = parser.parse_args(argv)
+
+    def say(line: str) -> None:
+        sys.stdout.write(f"release: {line}\n")
+        sys.stdout.flush()
+
+    try:
+        with tempfile.TemporaryDirectory(prefix="release-home-") as home:
+            tools = Tools.find(Path(home))
+            if args.command == "artifacts":
+                public_key = args.public_key or public_key_of(args.key)
+                publish(tools, args.registry, key=args.key, public_key=public_key,
+                        images_dir=args.images, out=args.out, log=say)  # fmt: skip
+            else:
+                say(f"wrote {bundle(tools, args.release, args.out)}")
+    except ArtifactError as error:
+        sys.stderr.write(f"release: {error}\n")
+        return 1
+    return 0

@@ -1,0 +1,347 @@
+"""The release leg: the images and the chart in a real OCI registry, signed, and installed from it.
+
+``scripts/release artifacts`` pushes the four images built here and the chart (every image
+pinned by digest) to a loopback ``crane registry serve``, signs them with an offline cosign key,
+attests each SBOM and verifies it all; the node then installs the chart from
+``oci://127.0.0.1:<port>/charts/dynamic-config`` and its containerd pulls every image from that
+registry by digest (``kube_node.expose(port, at="127.0.0.1")``: the reference is the same inside
+the node as outside). ``scripts/release bundle`` writes the air-gap tarball, which is verified,
+loaded into a second registry, verified there and installed from there.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.e2e.conftest import InstallChart, Release
+from tests.e2e.test_images import _image_python, _locked, _purls
+from tests.fixtures.kube import REPO
+from tests.fixtures.node import KubeNode, ProjectImage
+from tests.fixtures.registry import OciRegistry
+from tests.fixtures.uv import Uv
+from tests.testenv.test_node import BUSYBOX
+
+sys.path.insert(0, str(REPO / "scripts"))
+from release_lib.artifacts import IMAGES, VALUES_SECTION, Published, chart_versions
+from testenv_lib.oci import read_file
+from testenv_lib.sbom import normalise
+
+pytestmark = pytest.mark.e2e
+
+PASSWORD = "release-leg-passphrase"
+"""The key is encrypted, as a real one is; the release reads it from ``COSIGN_PASSWORD``."""
+LABEL = {"dynconf-e2e-release": "pulls"}
+"""The only pods the leg's releases inject (their namespaces are not gated: no other test's)."""
+CHART_VERSION, APP_VERSION = chart_versions()
+
+
+@dataclass(frozen=True)
+class Keys:
+    private: Path
+    public: Path
+
+
+def _run(argv: list[str], *, env: dict[str, str] | None = None, timeout: float = 900) -> str:
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False,
+                            env={**os.environ, **(env or {})})  # fmt: skip
+    assert result.returncode == 0, (
+        f"{' '.join(argv[:3])} failed ({result.returncode}):\n{result.stderr[-4000:]}"
+    )
+    return result.stdout
+
+
+def _tools_env(crane: Path, cosign: Path, helm: Path) -> dict[str, str]:
+    return {"CRANE": str(crane), "COSIGN": str(cosign), "HELM": str(helm),
+            "COSIGN_PASSWORD": PASSWORD}  # fmt: skip
+
+
+def _key_pair(cosign: Path, where: Path) -> Keys:
+    _run([str(cosign), "generate-key-pair", "--output-key-prefix", str(where / "cosign")],
+         env={"COSIGN_PASSWORD": PASSWORD})  # fmt: skip
+    return Keys(where / "cosign.key", where / "cosign.pub")
+
+
+@pytest.fixture(scope="module")
+def signing_key(cosign_bin: Path, tmp_path_factory: pytest.TempPathFactory) -> Keys:
+    return _key_pair(cosign_bin, tmp_path_factory.mktemp("cosign-key"))
+
+
+@dataclass(frozen=True)
+class Released:
+    registry: OciRegistry
+    out: Path
+    record: Published
+    took: float
+
+
+@pytest.fixture(scope="module")
+def released(
+    oci_registry: Callable[[], OciRegistry],
+    project_image: ProjectImage,
+    signing_key: Keys,
+    crane_bin: Path,
+    cosign_bin: Path,
+    helm_bin: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Released:
+    """``scripts/release artifacts`` run once against a fresh loopback registry."""
+    archives = [project_image(name).archive for name in IMAGES]
+    registry = oci_registry()
+    out = tmp_path_factory.mktemp("artifacts")
+    began = time.monotonic()
+    said = _run([sys.executable, str(REPO / "scripts" / "release"), "artifacts", "--registry",
+                 registry.address, "--key", str(signing_key.private), "--images",
+                 str(archives[0].parent), "--out", str(out)],
+                env=_tools_env(crane_bin, cosign_bin, helm_bin))  # fmt: skip
+    took = time.monotonic() - began
+    print(f"\nrelease: scripts/release artifacts in {took:.1f} s\n{said}")
+    return Released(registry, out, Published.load(out / "release.json"), took)
+
+
+def _helm(helm: Path, home: Path, *argv: str) -> str:
+    env = {f"HELM_{k}_HOME": str(home / k.lower()) for k in ("CACHE", "CONFIG", "DATA")}
+    return _run([str(helm), *argv], env=env, timeout=300)
+
+
+def _verify(cosign: Path, public: Path, reference: str, *extra: str) -> list[dict[str, Any]]:
+    """``cosign verify`` (the README's line); the verified payloads, one JSON document each."""
+    out = _run([str(cosign), "verify", "--key", str(public), "--insecure-ignore-tlog", *extra,
+                reference], timeout=120)  # fmt: skip
+    documents: list[dict[str, Any]] = json.loads(out)
+    return documents
+
+
+# ---------------------------------------------------------------------------- the registry
+def test_each_image_is_pushed_by_the_digest_its_archive_and_sbom_name(
+    released: Released, project_image: ProjectImage, crane_bin: Path
+) -> None:
+    for name in IMAGES:
+        archive = project_image(name).archive
+        with tarfile.open(archive) as tar:
+            index = tar.extractfile("index.json")
+            assert index is not None
+            built = json.load(index)["manifests"][0]["digest"]
+        sbom = json.loads(archive.with_name(f"{name}.cdx.json").read_text())
+        tag = f"{released.registry.address}/dynamic-config-{name}:v{APP_VERSION}"
+
+        in_registry = _run([str(crane_bin), "digest", tag], timeout=60).strip()
+
+        assert released.record.images[name] == built == in_registry
+        assert sbom["metadata"]["component"]["hashes"][0]["content"] == built.split(":")[1]
+
+
+def test_the_released_chart_pins_every_image_to_the_registry_by_digest(
+    released: Released, helm_bin: Path, tmp_path: Path
+) -> None:
+    chart = f"oci://{released.registry.address}/charts/dynamic-config"
+
+    values = yaml.safe_load(_helm(helm_bin, tmp_path, "show", "values", chart, "--version",
+                                  CHART_VERSION, "--plain-http"))  # fmt: skip
+
+    for name, section in VALUES_SECTION.items():
+        assert values[section]["image"] == f"{released.registry.address}/dynamic-config-{name}"
+        assert values[section]["digest"] == released.record.images[name]
+
+
+def test_every_image_and_the_chart_verify_with_the_release_key(
+    released: Released, cosign_bin: Path, signing_key: Keys
+) -> None:
+    for reference in released.record.refs():
+        payloads = _verify(cosign_bin, signing_key.public, reference)
+
+        digest = reference.rsplit("@", 1)[1]
+        assert [p["critical"]["image"]["docker-manifest-digest"] for p in payloads] == [digest]
+
+
+def test_a_signature_does_not_verify_with_another_key(
+    released: Released, cosign_bin: Path, tmp_path: Path
+) -> None:
+    other = _key_pair(cosign_bin, tmp_path)
+
+    result = subprocess.run(
+        [str(cosign_bin), "verify", "--key", str(other.public), "--insecure-ignore-tlog",
+         released.record.image_ref("agent")],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+
+    assert result.returncode != 0
+    assert "no matching signatures" in result.stderr
+
+
+def test_each_sbom_attestation_is_signed_and_lists_every_locked_package(
+    released: Released,
+    cosign_bin: Path,
+    signing_key: Keys,
+    project_image: ProjectImage,
+    uv_bin: Uv,
+) -> None:
+    for name in IMAGES:
+        archive = project_image(name).archive
+        reference = released.record.image_ref(name)
+        out = _run([str(cosign_bin), "verify-attestation", "--key", str(signing_key.public),
+                    "--insecure-ignore-tlog", "--type", "cyclonedx", reference], timeout=120)  # fmt: skip
+        envelope = json.loads(out.splitlines()[0])
+        statement = json.loads(base64.b64decode(envelope["payload"]))
+        locked = _locked(uv_bin, _image_python(archive))
+        plugins = json.loads(read_file(archive, "/opt/dynamic-config/plugins.lock"))["plugins"]
+        locked |= {normalise(p["distribution"]): p["version"] for p in plugins}
+
+        listed = _purls(statement["predicate"], "pypi")
+
+        assert statement["predicateType"] == "https://cyclonedx.org/bom"
+        assert statement["subject"][0]["digest"]["sha256"] == reference.split(":")[-1]
+        missing = {n: v for n, v in locked.items() if listed.get(n) != v}
+        assert not missing, f"{name}: the attested SBOM lacks {missing}"
+
+
+# ---------------------------------------------------------------------------- installs
+RELEASE_VALUES: dict[str, Any] = {
+    "webhook": {
+        "replicas": 1,
+        "podDisruptionBudget": {"enabled": False},
+        "objectSelector": {"matchLabels": LABEL},
+    },
+    "operator": {"enabled": True},
+    "nodeAgent": {"enabled": True},
+}
+"""Every image of the chart runs: the webhook, the operator, the node agent and (injected) the
+agent; the webhook selects only the leg's labelled pods."""
+
+
+def _pulled(node: KubeNode, reference: str, timeout: float = 180) -> None:
+    """Wait until the node's containerd holds ``reference`` (the kubelet pulled it)."""
+    deadline = time.monotonic() + timeout
+    while not node.has_image(reference):
+        assert time.monotonic() < deadline, f"the node never pulled {reference}"
+        time.sleep(1)
+
+
+def _injected_pod(release: Release) -> str:
+    """An annotated pod in a fresh namespace; the name of the namespace."""
+    namespace = release.injecting_namespace()
+    release.await_injection(namespace, LABEL)
+    annotations = {"inject": "true", "source": "consul", "endpoint": "http://10.88.0.1:8500",
+                   "key": "release.json", "path": "/config/release.json"}  # fmt: skip
+    release.core.create_namespaced_pod(namespace, {
+        "metadata": {"name": "pulls-the-agent", "labels": LABEL,
+                     "annotations": {f"dynamic-config.rs/{k}": v for k, v in annotations.items()}},
+        "spec": {"containers": [{"name": "app", "image": BUSYBOX, "imagePullPolicy": "Never",
+                                 "command": ["sleep", "3600"]}]},
+    })  # fmt: skip
+    return namespace
+
+
+def _assert_installed_from(
+    release: Release, node: KubeNode, record: Published, registry: str
+) -> None:
+    """Every container of the release names ``registry`` by digest, and the node pulled it."""
+    pods = release.core.list_namespaced_pod(release.namespace).items
+    images = {c.image for p in pods for c in p.spec.containers}
+    wanted = {record.image_ref(n, registry) for n in ("webhook", "operator", "node-agent")}
+    assert wanted <= images, f"the release runs {images}"
+    _injected_pod(release)
+    for reference in [*wanted, record.image_ref("agent", registry)]:
+        _pulled(node, reference)
+
+
+@pytest.fixture
+def node_sees(kube_node: KubeNode) -> Iterator[Callable[[OciRegistry], str]]:
+    """``node_sees(registry)``: the registry's loopback address, valid inside the node too."""
+    with contextlib.ExitStack() as stack:
+
+        def expose(registry: OciRegistry) -> str:
+            return stack.enter_context(kube_node.expose(registry.port, at="127.0.0.1"))
+
+        yield expose
+
+
+def test_the_release_installs_from_the_registry_pulling_every_image_by_digest(
+    released: Released,
+    kube_node: KubeNode,
+    install_chart: InstallChart,
+    chart_release: Release,
+    cosign_bin: Path,
+    signing_key: Keys,
+    node_sees: Callable[[OciRegistry], str],
+) -> None:
+    registry = node_sees(released.registry)
+    chart = (f"oci://{registry}/charts/dynamic-config", "--version", CHART_VERSION, "--plain-http")
+    _verify(cosign_bin, signing_key.public, released.record.chart_ref())  # before installing
+
+    with install_chart("dynconf-registry", RELEASE_VALUES, chart=chart) as release:
+        _assert_installed_from(release, kube_node, released.record, registry)
+
+
+# ---------------------------------------------------------------------------- air gap
+@pytest.fixture(scope="module")
+def bundle(
+    released: Released,
+    crane_bin: Path,
+    cosign_bin: Path,
+    helm_bin: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Path:
+    """``scripts/release bundle`` of the release, unpacked; the bundle's directory."""
+    where = tmp_path_factory.mktemp("bundle")
+    tarball = where / "dynamic-config-bundle.tar"
+    began = time.monotonic()
+    _run([sys.executable, str(REPO / "scripts" / "release"), "bundle", "--release",
+          str(released.out / "release.json"), "--out", str(tarball)],
+         env=_tools_env(crane_bin, cosign_bin, helm_bin))  # fmt: skip
+    print(f"\nrelease: bundle written in {time.monotonic() - began:.1f} s, "
+          f"{tarball.stat().st_size / 2**20:.0f} MiB")  # fmt: skip
+    with tarfile.open(tarball) as tar:
+        tar.extractall(where, filter="tar")
+    return where / f"dynamic-config-{CHART_VERSION}-bundle"
+
+
+def test_the_bundle_holds_the_chart_images_signatures_sboms_and_scripts(bundle: Path) -> None:
+    assert {p.name for p in (bundle / "layouts").iterdir()} == {*IMAGES, "chart"}
+    assert {p.name for p in (bundle / "sboms").iterdir()} == {f"{n}.cdx.json" for n in IMAGES}
+    assert (bundle / f"dynamic-config-{CHART_VERSION}.tgz").is_file()
+    assert (bundle / "cosign.pub").is_file()
+    assert all(os.access(bundle / s, os.X_OK) for s in ("load.sh", "verify.sh"))
+
+
+def test_the_bundle_verifies_offline_before_it_is_loaded(bundle: Path, cosign_bin: Path) -> None:
+    said = _run([str(bundle / "verify.sh")], env={"COSIGN": str(cosign_bin)})
+
+    assert said.count("verified ") == len(IMAGES) + 1
+
+
+def test_the_bundle_loads_into_a_second_registry_verifies_there_and_installs(
+    released: Released,
+    bundle: Path,
+    oci_registry: Callable[[], OciRegistry],
+    kube_node: KubeNode,
+    install_chart: InstallChart,
+    chart_release: Release,
+    cosign_bin: Path,
+    node_sees: Callable[[OciRegistry], str],
+) -> None:
+    second = oci_registry()
+    env = {"COSIGN": str(cosign_bin)}
+
+    _run([str(bundle / "load.sh"), second.address], env=env)
+    said = _run([str(bundle / "verify.sh"), second.address], env=env)
+
+    assert said.count("verified ") == len(IMAGES) + 1
+    registry = node_sees(second)
+    chart = (f"oci://{registry}/charts/dynamic-config", "--version", CHART_VERSION,
+             "--plain-http", "-f", str(bundle / "values-mirror.yaml"))  # fmt: skip
+    with install_chart("dynconf-airgap", RELEASE_VALUES, chart=chart) as release:
+        _assert_installed_from(release, kube_node, released.record, registry)
