@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tarfile
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,9 +27,14 @@ from typing import Any
 
 import pytest
 import yaml
+from kubernetes import client  # type: ignore[import-untyped]
 
+from dynconf_k8s.operator.types import CLASS_KIND, RENDER_KIND
 from tests.e2e.conftest import InstallChart, Release
+from tests.e2e.opnode_support import exec_in, wait_for
+from tests.e2e.support import Injector, statuses, wait_ready
 from tests.e2e.test_images import _image_python, _locked, _purls
+from tests.e2e.test_operator import _operator_support
 from tests.fixtures.kube import REPO
 from tests.fixtures.node import KubeNode, ProjectImage
 from tests.fixtures.registry import OciRegistry
@@ -345,3 +351,92 @@ def test_the_bundle_loads_into_a_second_registry_verifies_there_and_installs(
              "--plain-http", "-f", str(bundle / "values-mirror.yaml"))  # fmt: skip
     with install_chart("dynconf-airgap", RELEASE_VALUES, chart=chart) as release:
         _assert_installed_from(release, kube_node, released.record, registry)
+
+
+# ---------------------------------------------------------------------------- upgrade
+UPGRADE_VALUES: dict[str, Any] = {
+    "webhook": {
+        "replicas": 1,
+        "podDisruptionBudget": {"enabled": False},
+        "objectSelector": {"matchLabels": LABEL},
+    },
+    "operator": {"enabled": True},
+}
+
+
+SERVED = "/config/served.json"
+
+
+def _ca(release: Release) -> tuple[str, str]:
+    """(the chart-minted Secret's ``ca.crt``, the webhook configuration's caBundle)."""
+    secret = release.core.read_namespaced_secret(f"{release.fullname}-tls", release.namespace)
+    admission = client.AdmissionregistrationV1Api(release.api_client)
+    configuration = admission.read_mutating_webhook_configuration(release.fullname)
+    return secret.data["ca.crt"], configuration.webhooks[0].client_config.ca_bundle
+
+
+def _read(core: Any, namespace: str, pod: str) -> Any:
+    return json.loads(exec_in(core, namespace, pod, "app", "cat", SERVED))
+
+
+def test_upgrading_the_first_release_to_the_tree_keeps_pods_operator_and_ca(
+    released: Released,
+    kube_node: KubeNode,
+    install_chart: InstallChart,
+    chart_release: Release,
+    node_image: ProjectImage,
+    consul_server: Any,
+    kube_node_client: object,
+    node_sees: Callable[[OciRegistry], str],
+) -> None:
+    """The tree's images as released are the first release; the tree's chart upgrades it."""
+    registry = node_sees(released.registry)
+    chart = (f"oci://{registry}/charts/dynamic-config", "--version", CHART_VERSION, "--plain-http")
+    kube = _operator_support().Kube(kube_node_client)
+    tag = uuid.uuid4().hex[:8]
+    key, rendered = f"e2e-upgrade/{tag}/app.json", f"e2e-upgrade/{tag}/render.json"
+    with (
+        kube_node.expose(consul_server.port) as endpoint,
+        install_chart("dynconf-upgrade", UPGRADE_VALUES, chart=chart) as release,
+    ):
+        namespace = release.injecting_namespace()
+        release.await_injection(namespace, LABEL)
+        injector = Injector(release.core, namespace, endpoint, consul_server, tag)
+        injector.put(key, {"generation": 1})
+        injector.put(rendered, {"generation": 1})
+        annotations = injector.annotations(key, path=SERVED)
+        body = injector.pod("served", annotations, "exec sleep 3600", SERVED)
+        body["metadata"]["labels"] = LABEL
+        release.core.create_namespaced_pod(namespace, body)
+        wait_ready(release.core, namespace, "served")
+        kube.create(CLASS_KIND, namespace, "consul", {"source": "consul",
+                                                      "endpoint": f"http://{endpoint}"})  # fmt: skip
+        kube.create(RENDER_KIND, namespace, "app", {"class": "consul", "key": rendered,
+                    "intervalSeconds": 1, "target": {"configMap": "app", "file": "app.json"}})  # fmt: skip
+        kube.await_configmap(namespace, "app", lambda c: '"generation": 1' in str(c.get("data")))
+        before = release.core.read_namespaced_pod("served", namespace)
+        ca = _ca(release)
+        for name in IMAGES:
+            node_image(name)
+
+        began = time.monotonic()
+        release.upgrade({})
+        upgraded = time.monotonic() - began
+
+        images = {c.image for p in release.core.list_namespaced_pod(release.namespace).items
+                  for c in p.spec.containers}  # fmt: skip
+        assert not any(i.startswith(registry) for i in images), f"still the release's: {images}"
+        assert _ca(release) == ca
+        pod = release.core.read_namespaced_pod("served", namespace)
+        assert pod.metadata.uid == before.metadata.uid
+        assert {n: s.restart_count for n, s in statuses(pod).items()} == dict.fromkeys(
+            statuses(pod), 0
+        )
+        injector.put(key, {"generation": 2})
+        injector.put(rendered, {"generation": 2})
+        kube.await_configmap(namespace, "app", lambda c: '"generation": 2' in str(c.get("data")))
+        wait_for(lambda: _read(release.core, namespace, "served") == {"generation": 2}, 60,
+                 "the old pod's agent to render the change")  # fmt: skip
+        admitted = release.await_injection(namespace, LABEL)
+        print(f"\nrelease: upgrade to the tree's chart in {upgraded:.1f} s; a new pod is "
+              f"injected {admitted:.1f} s after it returned")  # fmt: skip
