@@ -315,11 +315,20 @@ def bundle(
     return where / f"dynamic-config-{CHART_VERSION}-bundle"
 
 
+def _head(path: Path) -> str:
+    """The first bytes of a file, as text (enough to see a PEM header)."""
+    if not path.is_file():
+        return ""
+    with path.open("rb") as handle:
+        return handle.read(64).decode(errors="replace")
+
+
 def test_the_bundle_holds_the_chart_images_signatures_sboms_and_scripts(bundle: Path) -> None:
     assert {p.name for p in (bundle / "layouts").iterdir()} == {*IMAGES, "chart"}
     assert {p.name for p in (bundle / "sboms").iterdir()} == {f"{n}.cdx.json" for n in IMAGES}
     assert (bundle / f"dynamic-config-{CHART_VERSION}.tgz").is_file()
     assert (bundle / "cosign.pub").is_file()
+    assert not [p for p in bundle.rglob("*") if "PRIVATE KEY" in _head(p)], "a private key"
     assert all(os.access(bundle / s, os.X_OK) for s in ("load.sh", "verify.sh"))
 
 
