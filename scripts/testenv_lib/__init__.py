@@ -16,6 +16,9 @@ tables:
 - optionally ``OPT_IN: list[str]`` -- installers a bare ``install`` runs only with
   ``DYNCONF_E2E=1`` (the node and the images: minutes of building that only the end-to-end
   tests need); naming them always installs them.
+- optionally ``GATED: dict[str, str]`` -- installers a bare ``install`` runs only when the named
+  environment variable is ``1`` (cosign: ``DYNCONF_RELEASE``, a build too long to add to every
+  CI run unasked); naming them always installs them.
 - optionally ``SLOW: dict[str, int]`` -- installers ``install --background`` hands to the
   background worker (``background.py``), each with its rank in the worker's build order (lowest
   first, across every area): what the end-to-end ladder needs comes first, since its tests are
@@ -64,6 +67,7 @@ class Registry:
     store_servers: list[str] = field(default_factory=list)
     stoppers: dict[str, Callable[[Context], None]] = field(default_factory=dict)
     opt_in: list[str] = field(default_factory=list)
+    gated: dict[str, str] = field(default_factory=dict)
     slow_ranks: dict[str, int] = field(default_factory=dict)
 
     def add(self, area: str, module: ModuleType) -> None:
@@ -73,10 +77,16 @@ class Registry:
         self.needs.update(getattr(module, "NEEDS", {}))
         self.stoppers.update(getattr(module, "STOPPERS", {}))
         self.opt_in.extend(getattr(module, "OPT_IN", []))
+        self.gated.update(getattr(module, "GATED", {}))
         self.slow_ranks.update(getattr(module, "SLOW", {}))
         if area == "stores":
             self.store_servers.extend(servers)
         self.store_servers.extend(getattr(module, "STORE_SERVERS", []))
+
+    def ungated(self, name: str) -> bool:
+        """Whether a bare ``install`` includes ``name`` (see ``GATED``)."""
+        variable = self.gated.get(name)
+        return variable is None or os.environ.get(variable, "") == "1"
 
     @property
     def slow(self) -> list[str]:
@@ -180,7 +190,11 @@ def cmd_install(
     installed twice at once."""
     if not names:
         e2e = os.environ.get("DYNCONF_E2E", "") == "1"
-        names = [n for n in registry.installers if e2e or n not in registry.opt_in]
+        names = [
+            n
+            for n in registry.installers
+            if (e2e or n not in registry.opt_in) and registry.ungated(n)
+        ]
     unknown = [n for n in names if n not in registry.installers]
     if unknown:
         log(f"unknown component(s) {unknown}; known: {', '.join(registry.installers)}")

@@ -384,4 +384,8 @@ SLOW: dict[str, int] = {
 SERVERS: dict[str, Callable[[Context], dict[str, str]]] = {"registry": start_registry}
 NEEDS: dict[str, list[str]] = {"registry": ["crane"]}
 OPT_IN: list[str] = ["crane", "cosign"]
-"""Only the release leg uses them, and it needs the images: built with ``DYNCONF_E2E=1``."""
+"""Only the registry test and the release leg use them, and the leg needs the images: built with
+``DYNCONF_E2E=1``."""
+GATED: dict[str, str] = {"cosign": "DYNCONF_RELEASE"}
+"""cosign's cold build is far longer than the rest of the leg (docs/testing.md): a bare install
+builds it, and the release leg runs, only with ``DYNCONF_RELEASE=1``."""
