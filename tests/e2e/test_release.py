@@ -378,7 +378,9 @@ SERVED = "/config/served.json"
 
 def _ca(release: Release) -> tuple[str, str]:
     """(the chart-minted Secret's ``ca.crt``, the webhook configuration's caBundle)."""
-    secret = release.core.read_namespaced_secret(f"{release.fullname}-webhook-tls", release.namespace)
+    secret = release.core.read_namespaced_secret(
+        f"{release.fullname}-webhook-tls", release.namespace
+    )
     admission = client.AdmissionregistrationV1Api(release.api_client)
     configuration = admission.read_mutating_webhook_configuration(release.fullname)
     return secret.data["ca.crt"], configuration.webhooks[0].client_config.ca_bundle
