@@ -51,6 +51,16 @@ def server_env(name: str, started: list[str]) -> dict[str, str]:
     return dict(line.split("=", 1) for line in published.read_text().split())
 
 
+def stop_started(started: list[str]) -> None:
+    """Stop the servers :func:`server_env` started (a server that was running stays)."""
+    for name in started:
+        subprocess.run(
+            [sys.executable, str(REPO / "scripts/testenv"), "stop", name],
+            check=False,
+            capture_output=True,
+        )
+
+
 def store(name: str, started: list[str], tmp: Path) -> tuple[list[str], Callable[[str], None]]:
     """Agent arguments for one store and a function writing a document into it."""
     key = f"bench/{uuid.uuid4().hex}.json"
@@ -369,12 +379,7 @@ def main() -> None:
             print(json.dumps(bench_store(name, started)))
         print(json.dumps({"one_shot_start_to_first_render_s": one_shot_start()}))
     finally:
-        for name in started:
-            subprocess.run(
-                [sys.executable, str(REPO / "scripts/testenv"), "stop", name],
-                check=False,
-                capture_output=True,
-            )
+        stop_started(started)
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from agent_latency import AGENT, AGENT_ENV, REPO, store, wait_for
+from agent_latency import AGENT, AGENT_ENV, stop_started, store, wait_for
 
 CHANGES = 20
 POLL_STORES = {"vault", "git", "s3"}
@@ -144,12 +144,7 @@ def main() -> None:
                     result = bench_store(name, started, env)
                     print(json.dumps({"knob": label, **result}), flush=True)
     finally:
-        for name in started:
-            subprocess.run(
-                [sys.executable, str(REPO / "scripts/testenv"), "stop", name],
-                check=False,
-                capture_output=True,
-            )
+        stop_started(started)
 
 
 if __name__ == "__main__":

@@ -71,7 +71,7 @@ from typing import IO, Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_load
-from agent_latency import AGENT, REPO, rss_mib, server_env, wait_for
+from agent_latency import AGENT, rss_mib, server_env, stop_started, wait_for
 
 from dynconf.stores import WATCH_FLOOR
 
@@ -346,12 +346,7 @@ def consul_env() -> Iterator[dict[str, str]]:
     try:
         yield server_env("consul", started)
     finally:
-        for name in started:
-            subprocess.run(
-                [sys.executable, str(REPO / "scripts/testenv"), "stop", name],
-                check=False,
-                capture_output=True,
-            )
+        stop_started(started)
 
 
 def _percentile(samples: list[float], fraction: float) -> float:
