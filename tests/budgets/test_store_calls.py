@@ -23,6 +23,7 @@ from dynconf.follow import StoreDriver, fetch_once
 from dynconf.plugins import default_registry
 from dynconf.stores import Fetched, StoreSpec
 from tests.fixtures.hostile import Listener, request_path
+from tests.fixtures.relay import Relay
 
 
 def consul_source(endpoint: str, key: str) -> Any:
@@ -109,6 +110,30 @@ def test_throttled_answer_is_counted_and_its_retry_after_holds_the_next_call(
     assert waited >= 0.9
     assert len(seen) == 2
     assert calls.counts()["throttled"] == 1 and calls.counts()["ok"] == 1
+
+
+def test_a_throttling_relay_answers_503_until_restored_and_then_relays(
+    consul_server: Any, key: str
+) -> None:
+    relay = Relay(consul_server.port)
+    calls = StoreCalls("consul", relay.url)
+    source = consul_source(relay.url, key)
+    try:
+        assert isinstance(fetch_once(source, calls=calls), Fetched)
+        relay.throttle(503, retry_after=1)
+        with pytest.raises(ThrottledError) as caught:
+            fetch_once(source, calls=calls)
+        relay.restore()
+        started = time.monotonic()
+        assert isinstance(fetch_once(source, calls=calls), Fetched)
+        waited = time.monotonic() - started
+    finally:
+        source.close()
+        relay.close()
+    assert caught.value.retry_after == 1.0
+    assert len(relay.refused) == 1
+    assert waited >= 0.9, "the store's Retry-After held the next call"
+    assert calls.counts()["ok"] == 2 and calls.counts()["throttled"] == 1
 
 
 def relaying_listener(

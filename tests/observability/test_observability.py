@@ -69,6 +69,22 @@ EMITTED = {
     },
     "dynamic_config_node_agent_documents": ("node", "dynamic_config_node_agent_documents"),
     "dynamic_config_node_agent_readers": ("node", "dynamic_config_node_agent_readers"),
+    # ours: the installation in force (issue 20, item 1) and the store calls (item 3), whose
+    # names the components build from their prefix
+    "dynamic_config_webhook_installation_valid": (
+        "webhook",
+        'InstallationMetrics(self.registry, "dynamic_config_webhook")',
+    ),
+    "dynamic_config_operator_installation_valid": (
+        "operator",
+        "InstallationMetrics(self.registry, PREFIX)",
+    ),
+    "dynamic_config_agent_store_requests_total": ("agent", "StoreRequestsCollector(PREFIX)"),
+    "dynamic_config_operator_store_requests_total": ("operator", "StoreRequestsCollector(PREFIX)"),
+    "dynamic_config_node_agent_store_requests_total": (
+        "node",
+        'StoreRequestsCollector("dynamic_config_node_agent")',
+    ),
 }
 """Series name -> (package under dynconf_k8s, the string its source must contain)."""
 

@@ -1,4 +1,5 @@
-"""The operator's renders of one store share one call account and one budget."""
+"""The operator's renders of one store share one call account and one budget; a read the budget
+holds back is deferred, not a failure of the Render."""
 
 from __future__ import annotations
 
@@ -6,14 +7,18 @@ import json
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from dynconf.budget import Budget, ledger
 from dynconf.stores import StoreSpec
+from dynconf_k8s.operator.manager import Operator
 from dynconf_k8s.operator.metrics import OperatorMetrics
 from dynconf_k8s.operator.targets import fetch_document
+
+from .test_reconcile import file_class, has_data, render, write_doc
 
 
 @pytest.fixture
@@ -57,3 +62,29 @@ def test_operator_metrics_carry_the_store_requests(
     text = OperatorMetrics().exposition().decode()
     assert "# TYPE dynamic_config_operator_store_requests_total counter" in text
     assert 'dynamic_config_operator_store_requests_total{endpoint="http://127.0.0.1:' in text
+
+
+def test_a_read_the_budget_holds_back_leaves_the_render_ready_and_is_no_failure(
+    operator: Operator, kube: Any, namespace: str, tmp_path: Path
+) -> None:
+    write_doc(tmp_path, {"port": 9000})
+    file_class(kube, namespace, tmp_path)
+    render(kube, namespace, "billing", {"configMap": "billing", "file": "app.json"})
+    kube.await_configmap(namespace, "billing", has_data("app.json", "9000"))
+    kube.await_render(namespace, "billing", kube.ready("Rendered"))
+    ledger().configure({"file": Budget(rate=0.01, burst=1)})  # one read, then none for 100 s
+    try:
+        failures = operator.metrics.reconcile_failures._value.get()
+        [calls] = [c for c in ledger().accounts() if c.store == "file"]
+        held = calls.counts()["budget"]
+        deadline = time.monotonic() + 20
+        while calls.counts()["budget"] < held + 3:  # three re-reads held back (interval 1 s)
+            assert time.monotonic() < deadline, "the Render was not re-read"
+            time.sleep(0.1)
+        item = kube.await_render(namespace, "billing", kube.ready("Rendered"))
+        events = {e["reason"] for e in kube.events(namespace, "billing")}
+    finally:
+        ledger().configure({})
+    assert "lastError" not in item["status"]
+    assert "RenderFailed" not in events
+    assert operator.metrics.reconcile_failures._value.get() == failures

@@ -6,10 +6,13 @@ path (:func:`dynconf_k8s.operator.targets.render_data`), and writes only when th
 differs. It returns the base requeue interval; the controller owns spread, backoff and
 retries. A failure is reported (status ``Ready=False`` with its reason, ``lastError``, a
 ``RenderFailed`` Event) and re-raised as :class:`ReconcileFailed` so the controller backs off.
+A read the store's call budget held back (:class:`~dynconf.budget.BudgetExceeded`) is neither:
+the Render keeps its target and status and is read again after its interval.
 
 Each call is one ``reconcile`` span (:mod:`dynconf.tracing`, exported only when
 ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set) naming the Render's namespace and name and the outcome
-— ``written``, ``unchanged``, ``unreadable`` or the failure's reason — never the document.
+— ``written``, ``unchanged``, ``unreadable``, ``budget`` or the failure's reason — never the
+document.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from typing import Any, Protocol
 from kubernetes.client.rest import ApiException  # type: ignore[import-untyped]
 from pydantic import ValidationError
 
+from dynconf.budget import BudgetExceeded
 from dynconf.errors import DynconfError
 from dynconf.stores import Fetched, StoreSpec
 from dynconf.tracing import Span, Tracing
@@ -136,6 +140,12 @@ class Reconciler:
             resolved, ref = self._resolve(render)
             data = render_data(render.spec, resolved, fetch=self.fetch)
             changed = self._publish(render, ref, data)
+        except BudgetExceeded:
+            # The store's call budget held the read back (counted as outcome="budget" and
+            # logged by the ledger): a deferred read, not a failure of the Render. Its target
+            # keeps its data, its status stays, and the next interval reads again.
+            span.set(outcome="budget")
+            return float(max(1, render.spec.interval_seconds))
         except (DynconfError, ApiException) as error:
             failure = _failure(error)
             span.set(outcome=str(failure.reason))
