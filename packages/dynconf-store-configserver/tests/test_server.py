@@ -50,6 +50,31 @@ def test_etag_answers_304_and_generation_is_stable_across_requests(billing):
     assert body == b""
 
 
+def test_the_document_answer_carries_its_length_type_tag_and_no_cache(billing):
+    """The document route is answered in front of the router: its headers are built there."""
+    status, headers, body = get(f"{billing.url}/billing/prod")
+    headers = {k.lower(): v for k, v in headers.items()}
+    assert status == 200
+    assert headers["content-type"] == "application/json"
+    assert int(headers["content-length"]) == len(body)
+    assert headers["cache-control"] == "no-cache"
+    assert json.loads(body)["generation"] == 1
+    assert "dynconf-stale" not in headers
+    status, again, body = get(
+        f"{billing.url}/billing/prod", headers={"If-None-Match": headers["etag"]}
+    )
+    again = {k.lower(): v for k, v in again.items()}
+    assert (status, body, again["etag"], again["cache-control"]) == (
+        304, b"", headers["etag"], "no-cache"
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("path", ["/billing/prod/", "//prod", "/billing//prod", "/billing"])
+def test_a_path_that_is_not_two_segments_is_the_one_404(billing, path):
+    status, _, body = get(f"{billing.url}{path}")
+    assert (status, body) == (404, b'{"error":"not_found"}')
+
+
 def test_file_change_rebuilds_with_a_new_generation(billing, config_dir):
     config_dir.write("billing.prod.toml", '[billing.db]\nhost = "db.changed"\n')
     deadline = time.monotonic() + 10

@@ -43,13 +43,27 @@ _STANDARD: Final = frozenset(
 )
 
 
+_ENCODER: Final = json.JSONEncoder(default=str)
+"""One encoder for every line: ``json.dumps`` with an argument builds a new one per call."""
+
+
 class JsonFormatter(logging.Formatter):
-    """Formats a record as ``{"ts", "level", "logger", "event", …extra fields}``."""
+    """Formats a record as ``{"ts", "level", "logger", "event", …extra fields}``.
+
+    A server writes one audit line per request, so the line is built cheaply: the
+    timestamp's seconds are formatted once per second, and one encoder serves every line.
+    """
+
+    _second: tuple[int, str] = (-1, "")
 
     def format(self, record: logging.LogRecord) -> str:
+        whole = int(record.created)
+        second, stamp = self._second
+        if whole != second:
+            stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole))
+            self._second = (whole, stamp)  # one tuple: a racing thread reads a matching pair
         body: dict[str, Any] = {
-            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
-            + f".{int(record.msecs):03d}Z",
+            "ts": f"{stamp}.{int(record.msecs):03d}Z",
             "level": record.levelname.lower(),
             "logger": record.name,
             "event": record.getMessage(),
@@ -60,7 +74,7 @@ class JsonFormatter(logging.Formatter):
         if record.exc_info and record.exc_info[0] is not None:
             # the exception's type only: its text could quote a value
             body["error_type"] = record.exc_info[0].__name__
-        return json.dumps(body, default=str, sort_keys=False)
+        return _ENCODER.encode(body)
 
 
 class _StdoutHandler(logging.StreamHandler):  # type: ignore[type-arg]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from dynconf.logs import configure_logging
+from dynconf.logs import JsonFormatter, configure_logging
 
 
 def test_a_line_goes_to_the_stdout_current_when_it_is_emitted(
@@ -85,3 +85,20 @@ def test_a_store_failure_line_carries_the_event_and_the_stores_detail() -> None:
     assert line["event"] == "store_watch_failed"
     assert line["detail"] == "example watch failed; retrying"
     assert line["store"] == "example store at 127.0.0.1"
+
+
+def test_each_line_carries_its_own_records_time_to_the_millisecond() -> None:
+    """The seconds are formatted once per second: a line from another second, earlier or
+    later, is never stamped with the second the formatter saw last."""
+    formatter = JsonFormatter()
+    stamps = []
+    for created in (1_700_000_000.125, 1_700_000_000.999, 1_700_000_001.5, 1_699_999_999.0):
+        record = logging.LogRecord("dynconf.t", logging.INFO, __file__, 1, "tick", None, None)
+        record.created, record.msecs = created, (created % 1) * 1000
+        stamps.append(json.loads(formatter.format(record))["ts"])
+    assert stamps == [
+        "2023-11-14T22:13:20.125Z",
+        "2023-11-14T22:13:20.999Z",
+        "2023-11-14T22:13:21.500Z",
+        "2023-11-14T22:13:19.000Z",
+    ]

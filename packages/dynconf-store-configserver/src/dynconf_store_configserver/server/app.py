@@ -38,9 +38,11 @@ from typing import Any, Final
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from dynconf.metrics import StoreRequestsCollector
 from dynconf.plugins import Registry
@@ -60,6 +62,11 @@ UNAUTHENTICATED: Final = b'{"error":"unauthenticated"}'
 UNAVAILABLE: Final = b'{"error":"unavailable"}'
 _METHODS: Final = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 Handler = Callable[[Request], Awaitable[Response]]
+Found = tuple[Principal, "Section", tuple[str, str]]
+"""Who asked, the section they may read, and its (application, profile)."""
+_JSON_HEADER: Final = (b"content-type", b"application/json")
+_NO_CACHE: Final = (b"cache-control", b"no-cache")
+_STALE: Final = (b"dynconf-stale", b"true")
 
 
 class _Metrics:
@@ -141,14 +148,23 @@ class _Server:
         )
         self.sections_collector = CollectorRegistry()
         self.sections_collector.register(_SectionCollector(list(self.documents.sections.values())))
+        self._counted: dict[tuple[str, str], Any] = {}
+        self._timed: dict[str, Any] = {}
 
     def record(  # noqa: PLR0917 - one call shape for every audit line
-        self, request: Request, caller: str, endpoint: str, outcome: str, status: int,
+        self, span: Span | None, caller: str, endpoint: str, outcome: str, status: int,
         started: float, section: Section | None = None, names: tuple[str, str] | None = None,
     ) -> None:  # fmt: skip
-        self.metrics.requests.labels(endpoint, outcome).inc()
-        self.metrics.latency.labels(endpoint).observe(time.perf_counter() - started)
-        span: Span | None = getattr(request.state, "span", None)
+        counted = self._counted.get((endpoint, outcome))
+        if counted is None:  # a labelled child is looked up once, not on every request
+            counted = self._counted[endpoint, outcome] = self.metrics.requests.labels(
+                endpoint, outcome
+            )
+        counted.inc()
+        timed = self._timed.get(endpoint)
+        if timed is None:
+            timed = self._timed[endpoint] = self.metrics.latency.labels(endpoint)
+        timed.observe(time.perf_counter() - started)
         if span is not None:
             span.set(caller=caller, endpoint=endpoint, outcome=outcome, status=status,
                      application=names[0] if names else None,
@@ -181,73 +197,109 @@ class _Server:
         """The scraper's own bearer; any other caller gets what an unknown route gets."""
         started = time.perf_counter()
         if request.method != "GET" or not self._is_scraper(request.headers.get("authorization")):
-            principal = await self._principal(request, started)
+            principal = await self._requester(request, started)
             if principal is None:
                 return _unauthenticated()
             endpoint = "metrics" if request.method == "GET" else "unknown"
-            self.record(request, principal.name, endpoint, "not-found", 404, started)
+            self.record(_span(request), principal.name, endpoint, "not-found", 404, started)
             return _not_found()
-        self.record(request, "metrics-scraper", "metrics", "served", 200, started)
+        self.record(_span(request), "metrics-scraper", "metrics", "served", 200, started)
         body = generate_latest(self.metrics.registry) + generate_latest(self.sections_collector)
         return Response(body, media_type="text/plain; version=0.0.4; charset=utf-8")
 
-    async def document(self, request: Request) -> Response:
-        return await self._section_route(request, "document")
-
     async def stream(self, request: Request) -> Response:
-        return await self._section_route(request, "stream")
+        started = time.perf_counter()
+        span = _span(request)
+        found = await self._section(
+            request.method, request.headers.get("authorization"),
+            request.path_params["application"], request.path_params["profile"], "stream",
+            started, span,
+        )  # fmt: skip
+        if isinstance(found, Response):
+            return found
+        principal, section, names = found
+        return self._open_stream(request, principal, section, started, names)
+
+    async def document(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """``GET /{application}/{profile}``, answered in plain ASGI: the one route a fleet of
+        clients polls, so it skips the router and the request object (see :class:`_Front`)."""
+        started = time.perf_counter()
+        application, profile = scope["path"][1:].split("/")
+        authorization = if_none_match = None
+        for name, value in scope["headers"]:  # the first of a repeated header, as starlette
+            if name == b"authorization" and authorization is None:
+                authorization = value.decode("latin-1")
+            elif name == b"if-none-match" and if_none_match is None:
+                if_none_match = value.decode("latin-1")
+        with self.tracer.span("request", method=scope["method"]) as span:
+            found = await self._section(
+                scope["method"], authorization, application, profile, "document", started, span
+            )
+            if isinstance(found, Response):
+                await found(scope, receive, send)
+                return
+            principal, section, names = found
+            headers = [(b"etag", section.etag.encode()), _NO_CACHE]
+            if section.stale:
+                headers.append(_STALE)
+            if _matches(if_none_match, section.etag):
+                self.record(span, principal.name, "document", "not-modified", 304, started,
+                            section, names)  # fmt: skip
+                await send({"type": "http.response.start", "status": 304, "headers": headers})
+                await send({"type": "http.response.body", "body": b""})
+                return
+            self.record(span, principal.name, "document", "served", 200, started, section, names)
+            body = section.body
+            headers += [(b"content-length", str(len(body)).encode()), _JSON_HEADER]
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            await send({"type": "http.response.body", "body": body})
 
     async def not_served(self, request: Request) -> Response:
         """Every other route or method: 401 without a credential, else the one 404."""
         started = time.perf_counter()
-        principal = await self._principal(request, started)
+        principal = await self._requester(request, started)
         if principal is None:
             return _unauthenticated()
-        self.record(request, principal.name, "unknown", "not-found", 404, started)
+        self.record(_span(request), principal.name, "unknown", "not-found", 404, started)
         return _not_found()
 
     # ------------------------------------------------------------------ sections
-    async def _principal(self, request: Request, started: float) -> Principal | None:
-        principal = await self.authenticator.authenticate(request.headers.get("authorization"))
+    async def _requester(self, request: Request, started: float) -> Principal | None:
+        return await self._principal(request.headers.get("authorization"), started, _span(request))
+
+    async def _principal(self, authorization: str | None, started: float,
+                         span: Span | None) -> Principal | None:  # fmt: skip
+        principal = await self.authenticator.authenticate(authorization)
         if principal is None:
-            self.record(request, "-", "unknown", "unauthenticated", 401, started)
+            self.record(span, "-", "unknown", "unauthenticated", 401, started)
         return principal
 
-    async def _section_route(self, request: Request, endpoint: str) -> Response:
-        started = time.perf_counter()
-        principal = await self._principal(request, started)
+    async def _section(  # noqa: PLR0917 - the request's facts, from either front
+        self, method: str, authorization: str | None, application: str, profile: str,
+        endpoint: str, started: float, span: Span | None,
+    ) -> Response | Found:  # fmt: skip
+        """The section this request may read, or the refusal to send instead."""
+        principal = await self._principal(authorization, started, span)
         if principal is None:
             return _unauthenticated()
-        if request.method != "GET":
-            self.record(request, principal.name, "unknown", "not-found", 404, started)
+        if method != "GET":
+            self.record(span, principal.name, "unknown", "not-found", 404, started)
             return _not_found()
-        application = request.path_params["application"]
-        profile = request.path_params["profile"]
         if not is_name(application) or not is_name(profile):
-            self.record(request, principal.name, endpoint, "malformed", 404, started)
+            self.record(span, principal.name, endpoint, "malformed", 404, started)
             return _not_found()
         names = (application, profile)
         # The grant first, then the map: a caller learns nothing about sections it cannot read.
         sections = self.documents.sections
         section = sections.get(names) if application in principal.applications else None
         if section is None:
-            self.record(request, principal.name, endpoint, "not-found", 404, started, names=names)
+            self.record(span, principal.name, endpoint, "not-found", 404, started, names=names)
             return _not_found()
         if section.document is None:
-            self.record(request, principal.name, endpoint, "unavailable", 503, started, section,
+            self.record(span, principal.name, endpoint, "unavailable", 503, started, section,
                         names)  # fmt: skip
             return _response(503, UNAVAILABLE, {"Retry-After": "5"})
-        if endpoint == "stream":
-            return self._open_stream(request, principal, section, started, names)
-        headers = {"ETag": section.etag, "Cache-Control": "no-cache"}
-        if section.stale:
-            headers["Dynconf-Stale"] = "true"
-        if _matches(request.headers.get("if-none-match"), section.etag):
-            self.record(request, principal.name, endpoint, "not-modified", 304, started, section,
-                        names)  # fmt: skip
-            return Response(status_code=304, headers=headers)
-        self.record(request, principal.name, endpoint, "served", 200, started, section, names)
-        return _response(200, section.body, headers)
+        return principal, section, names
 
     def _is_scraper(self, header: str | None) -> bool:
         token = bearer_of(header)
@@ -259,14 +311,15 @@ class _Server:
     def _open_stream(self, request: Request, principal: Principal, section: Section,
                      started: float, names: tuple[str, str]) -> Response:  # fmt: skip
         # the span ends when the stream opens (as the latency metric does), not when it closes
+        span = _span(request)
         if (
             self.streams["open"] >= self.settings.max_stream_connections
             or self.per_caller[principal.name] >= self.settings.max_streams_per_client
         ):
-            self.record(request, principal.name, "stream", "unavailable", 503, started, section,
+            self.record(span, principal.name, "stream", "unavailable", 503, started, section,
                         names)  # fmt: skip
             return _response(503, UNAVAILABLE, {"Retry-After": "5"})
-        self.record(request, principal.name, "stream", "subscribed", 200, started, section, names)
+        self.record(span, principal.name, "stream", "subscribed", 200, started, section, names)
         resume = request.headers.get("last-event-id")
         return StreamingResponse(
             self._events(section, resume, principal.name),
@@ -347,11 +400,11 @@ def create_app(settings: Settings, *, registry: Registry | None = None,
         Route("/healthz", server.healthz, methods=_METHODS),
         Route("/readyz", server.readyz, methods=_METHODS),
         Route("/metrics", server.traced(server.metrics_page), methods=_METHODS),
-        Route("/{application}/{profile}", server.traced(server.document), methods=_METHODS),
         Route("/{application}/{profile}/stream", server.traced(server.stream), methods=_METHODS),
         Route("/{path:path}", server.traced(server.not_served), methods=_METHODS),
     ]
-    app = Starlette(routes=routes, lifespan=server.lifespan)
+    front = Middleware(_Front, server=server)  # /{application}/{profile}, before the routes
+    app = Starlette(routes=routes, middleware=[front], lifespan=server.lifespan)
     app.router.redirect_slashes = False
     app.state.documents = server.documents
     app.state.authenticator = server.authenticator
@@ -359,6 +412,36 @@ def create_app(settings: Settings, *, registry: Registry | None = None,
     app.state.streams = server.streams
     app.state.streams_by_caller = server.per_caller
     return app
+
+
+class _Front:
+    """Pure ASGI in front of the router: ``/{application}/{profile}`` (any method) goes
+    straight to :meth:`_Server.document`; probes, metrics, streams and the one 404 to the routes.
+
+    The document route is what every client polls, and the router and request objects were
+    most of its time (``bench/peers.py``, the config-server rows). Only that route is here, so
+    what the routes answer is unchanged.
+    """
+
+    def __init__(self, app: ASGIApp, server: _Server) -> None:
+        self.app = app
+        self.server = server
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and not scope.get("root_path") and _is_document(scope["path"]):
+            await self.server.document(scope, receive, send)
+        else:
+            await self.app(scope, receive, send)
+
+
+def _is_document(path: str) -> bool:
+    """``/a/b``: two segments, neither empty (what the route ``/{application}/{profile}`` took)."""
+    return path.count("/") == 2 and path[0] == "/" and path[1] != "/" and path[-1] != "/"
+
+
+def _span(request: Request) -> Span | None:
+    span: Span | None = getattr(request.state, "span", None)
+    return span
 
 
 def _event(section: Section) -> bytes:
