@@ -37,13 +37,18 @@ is ahead, except for a throughput (req/s), where above 1 is. The rows:
   (``cargo install dynamic-config-server``) serve the same files from the same server.toml;
   ``wrk`` (``apt-get install wrk``; else ``bench/configserver.py``'s asyncio generator, which
   then shares the cores and caps both) drives ``GET /billing/prod`` for ``--duration`` s;
+* spring: ours vs Spring Cloud Config Server (``bench/spring_config_server``, one
+  ``@EnableConfigServer`` class, packaged with ``mvn package`` from Maven Central into the cache;
+  ``java`` and ``mvn`` on PATH) serving the same keys (YAML: its native profile reads no TOML)
+  with no credential (it has no auth of its own; ours checks the bearer), the same load; each
+  side gets one unmeasured load first, so the JVM is measured warm;
 * engine (``bench/bench_load.py``'s workload and loaders, CPU time): load vs
   dynamic-config-py and vs pydantic-settings; the nested read ``config.current().db.d7`` vs
   a held pydantic-settings instance and vs the binding's ``current().db.d7``.
 
 The rows whose peer this bench does not build yet are printed as ``peer not built`` with
-the reason (the webhook vs the vault-k8s injector, the config server vs Spring Cloud
-Config); ``bench/webhook_https.py`` measures ours alone.
+the reason (the webhook vs the vault-k8s injector); ``bench/webhook_https.py`` measures ours
+alone.
 
 Every server is on 127.0.0.1 and every loop is bounded. Run from the repo root::
 
@@ -79,7 +84,9 @@ CACHE = Path(os.environ.get("DYNCONF_BENCH_CACHE", "~/.cache/dynconf-bench")).ex
 CONSUL_TEMPLATE = ("github.com/hashicorp/consul-template", "v0.41.1")
 DCPY = ("dynamic-config-py", "0.3.3")
 RUST_SERVER = ("dynamic-config-server", "0.10.0")
-ROWS = ("consul", "one-shot", "engine", "config-server")
+SPRING = ("3.5.7", "Boot 3.5.7 / Cloud 2025.0.0")
+"""The Boot 3 line Maven Central serves whole for Java 17 (``bench/spring_config_server/pom.xml``)."""
+ROWS = ("consul", "one-shot", "engine", "config-server", "spring")
 
 RUN_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 """The environment every measured process gets: Python may write byte-code, so after the
@@ -110,9 +117,6 @@ NOT_BUILT = {
         "with a synced webhook-configuration watch against our test API server: not wired here"
     ),
     "admission, max sustained on 2 cores (webhook vs vault-k8s)": "as above",
-    "config server GET, 32 connections (vs Spring Cloud Config)": (
-        "needs a minimal @EnableConfigServer Boot 3.4.5 app built with Maven; not written yet"
-    ),
 }
 
 
@@ -200,6 +204,12 @@ def verdicts(rows: dict[str, Row]) -> list[str]:
     )
     check("config server p99 <= 1.2x the Rust server's", "cs/p99", at_most(1.2))
     check(
+        "config server GET ahead of Spring Cloud Config's req/s",
+        "spring/rps",
+        lambda row: None if row.ratio() is None else row.ratio() > 1,  # type: ignore[operator]
+    )
+    check("config server p99 ahead of Spring Cloud Config's", "spring/p99", at_most(1.0))
+    check(
         "nested read current().db.x <= 1.05x a held pydantic instance", "read/held", at_most(1.05)
     )
     check("nested read live.db.x <= 1.05x a held pydantic instance", "read/live", at_most(1.05))
@@ -257,6 +267,31 @@ def rust_config_server(install: bool) -> tuple[Path | None, str]:
     except (RuntimeError, subprocess.TimeoutExpired) as error:
         return None, f"peer not built ({str(error).splitlines()[0]})"
     return binary, ""
+
+
+def spring_config_server(install: bool) -> tuple[Path | None, str]:
+    """The Spring Cloud Config Server peer: ``bench/spring_config_server`` (one
+    ``@EnableConfigServer`` class) packaged by Maven from Maven Central into the cache."""
+    home = CACHE / f"spring-config-server-{SPRING[0]}"
+    jar = home / "spring-config-server.jar"
+    if jar.is_file():
+        return jar, ""
+    if not install:
+        return None, "peer not installed"
+    mvn, java = shutil.which("mvn"), shutil.which("java")
+    if mvn is None or java is None:
+        return None, "peer not built (no mvn or java on PATH)"
+    with tempfile.TemporaryDirectory() as directory:
+        source = Path(directory) / "app"
+        shutil.copytree(Path(__file__).resolve().parent / "spring_config_server", source)
+        try:
+            _run_logged([mvn, "-q", "-B", "-DskipTests", "-f", str(source / "pom.xml"), "package"],
+                        dict(os.environ), f"Spring Cloud Config {SPRING[1]}")  # fmt: skip
+        except (RuntimeError, subprocess.TimeoutExpired) as error:
+            return None, f"peer not built ({str(error).splitlines()[0]})"
+        home.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source / "target" / "spring-config-server.jar", jar)
+    return jar, ""
 
 
 def dynamic_config_py(install: bool) -> tuple[Any, str]:
@@ -659,52 +694,137 @@ def _start_server(binary: str, directory: Path, name: str) -> tuple[subprocess.P
     raise RuntimeError(f"{name} did not start:\n{log}")
 
 
-def config_server_rows(
-    options: argparse.Namespace, rust: Path | None, missing: str
-) -> dict[str, Row]:
+BILLING_TOML = (
+    '[billing]\nname = "billing"\nport = 8080\n[billing.db]\nhost = "db"\npool = 5\n'
+    + "".join(f"[billing.feature{i}]\nenabled = true\nweight = {i}\n" for i in range(20))
+)
+BILLING_YAML = (
+    "billing:\n  name: billing\n  port: 8080\n  db:\n    host: db\n    pool: 5\n"
+    + "".join(f"  feature{i}:\n    enabled: true\n    weight: {i}\n" for i in range(20))
+)
+"""The one document both config-server rows serve: TOML for ours and the Rust server, the same
+keys in YAML for Spring (whose native repository reads no TOML)."""
+
+
+def _server_rows(keys: str, peer_name: str) -> dict[str, Row]:
+    import configserver
+
+    tool = "wrk -t1" if shutil.which("wrk") else "an asyncio generator in this process"
+    return {
+        f"{keys}/rps": Row(
+            f"config server GET, {configserver.CONNECTIONS} connections, req/s (higher is "
+            f"better; {tool}; vs {peer_name})",
+            "req/s",
+        ),
+        f"{keys}/p99": Row(f"config server GET p99 (vs {peer_name})", "ms"),
+        f"{keys}/rss": Row(f"config server RSS after the load (vs {peer_name})", "MiB"),
+    }
+
+
+def _load_rounds(
+    options: argparse.Namespace,
+    servers: dict[str, tuple[subprocess.Popen[bytes], int]],
+    rows: dict[str, Row],
+    keys: str,
+) -> None:
+    """``--rounds`` interleaved loads of ``GET /billing/prod`` on each side, after one
+    unmeasured load each (a JIT-compiled peer is measured warm, as in production)."""
     import asyncio
 
     import configserver
 
-    wrk = shutil.which("wrk") is not None
-    tool = "wrk -t1" if wrk else "an asyncio generator in this process"
-    rows = {
-        "cs/rps": Row(
-            f"config server GET, {configserver.CONNECTIONS} connections, req/s (higher is "
-            f"better; {tool}; vs the book's Rust dynamic-config-server {RUST_SERVER[1]})",
-            "req/s",
-        ),
-        "cs/p99": Row("config server GET p99", "ms"),
-        "cs/rss": Row("config server RSS after the load", "MiB"),
-    }
+    def load(port: int) -> tuple[float, float, float]:
+        if shutil.which("wrk"):
+            return configserver.wrk_run(port)
+        return asyncio.run(configserver.asyncio_run(port))
+
     configserver.DURATION = options.duration
+    for _process, port in servers.values():
+        load(port)
+    for round_number in range(options.rounds):
+        order = list(servers) if round_number % 2 == 0 else list(reversed(servers))
+        for side in order:
+            process, port = servers[side]
+            rps, _p50, p99 = load(port)
+            getattr(rows[f"{keys}/rps"], side).append(rps)
+            getattr(rows[f"{keys}/p99"], side).append(p99)
+            getattr(rows[f"{keys}/rss"], side).append(rss_mib(process.pid))
+
+
+def _stop_servers(servers: dict[str, tuple[subprocess.Popen[bytes], int]]) -> None:
+    for process, _port in servers.values():
+        process.terminate()
+        try:
+            process.wait(timeout=35)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def config_server_rows(
+    options: argparse.Namespace, rust: Path | None, missing: str
+) -> dict[str, Row]:
+    rows = _server_rows("cs", f"the book's Rust dynamic-config-server {RUST_SERVER[1]}")
     ours_binary = str(Path(sys.executable).with_name("dynamic-config-server"))
     with tempfile.TemporaryDirectory() as directory:
         tmp = Path(directory)
-        (tmp / "billing.toml").write_text(
-            '[billing]\nname = "billing"\nport = 8080\n[billing.db]\nhost = "db"\npool = 5\n'
-            + "".join(f"[billing.feature{i}]\nenabled = true\nweight = {i}\n" for i in range(20))
-        )
+        (tmp / "billing.toml").write_text(BILLING_TOML)
         servers = {"ours": _start_server(ours_binary, tmp, "ours")}
         try:
             if rust is not None:
                 servers["peer"] = _start_server(str(rust), tmp, "peer")
-            for round_number in range(options.rounds):
-                order = list(servers) if round_number % 2 == 0 else list(reversed(servers))
-                for side in order:
-                    process, port = servers[side]
-                    if wrk:
-                        rps, _p50, p99 = configserver.wrk_run(port)
-                    else:
-                        rps, _p50, p99 = asyncio.run(configserver.asyncio_run(port))
-                    getattr(rows["cs/rps"], side).append(rps)
-                    getattr(rows["cs/p99"], side).append(p99)
-                    getattr(rows["cs/rss"], side).append(rss_mib(process.pid))
+            _load_rounds(options, servers, rows, "cs")
         finally:
-            for process, _port in servers.values():
-                process.terminate()
-                process.wait(timeout=35)
+            _stop_servers(servers)
     if rust is None:
+        for row in rows.values():
+            row.missing = missing
+    return rows
+
+
+def _start_spring(jar: Path, directory: Path) -> tuple[subprocess.Popen[bytes], int]:
+    """Spring Cloud Config's native profile on ``directory``: ``billing.yml`` for every profile."""
+    import configserver
+
+    port = configserver.free_port()
+    here = directory / "spring"
+    here.mkdir()
+    (here / "billing.yml").write_text(BILLING_YAML)
+    process = subprocess.Popen(
+        ["java", "-jar", str(jar), f"--server.port={port}", "--server.address=127.0.0.1",
+         "--spring.profiles.active=native",
+         f"--spring.cloud.config.server.native.search-locations=file:{here}/",
+         "--logging.level.root=WARN"],
+        cwd=here, stdout=(here / "server.log").open("wb"), stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    deadline = time.monotonic() + 180  # a JVM on two loaded cores
+    while time.monotonic() < deadline:
+        try:
+            for _ in range(200):
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/billing/prod", timeout=5).read()
+            return process, port
+        except OSError:
+            time.sleep(0.5)
+    process.kill()
+    process.wait()
+    log = (here / "server.log").read_text(errors="replace")[-2000:]
+    raise RuntimeError(f"Spring Cloud Config did not start:\n{log}")
+
+
+def spring_rows(options: argparse.Namespace, jar: Path | None, missing: str) -> dict[str, Row]:
+    rows = _server_rows("spring", f"Spring Cloud Config Server ({SPRING[1]}, native profile)")
+    ours_binary = str(Path(sys.executable).with_name("dynamic-config-server"))
+    with tempfile.TemporaryDirectory() as directory:
+        tmp = Path(directory)
+        (tmp / "billing.toml").write_text(BILLING_TOML)
+        servers = {"ours": _start_server(ours_binary, tmp, "ours")}
+        try:
+            if jar is not None:
+                servers["peer"] = _start_spring(jar, tmp)
+            _load_rounds(options, servers, rows, "spring")
+        finally:
+            _stop_servers(servers)
+    if jar is None:
         for row in rows.values():
             row.missing = missing
     return rows
@@ -758,6 +878,10 @@ def main(argv: list[str] | None = None) -> int:
         rust, missing = rust_config_server(install=not options.no_install)
         peers.append(f"dynamic-config-server {RUST_SERVER[1]}: {rust or missing}")
         rows.update(config_server_rows(options, rust, missing))
+    if "spring" in wanted:
+        jar, missing = spring_config_server(install=not options.no_install)
+        peers.append(f"Spring Cloud Config {SPRING[1]}: {jar or missing}")
+        rows.update(spring_rows(options, jar, missing))
     if "engine" in wanted:
         binding, missing = dynamic_config_py(install=not options.no_install)
         where = CACHE / f"{DCPY[0]}-{DCPY[1]}" if binding is not None else missing

@@ -61,7 +61,7 @@ def test_engine_rows_print_ours_beside_each_peer() -> None:
     ]:
         _measured_or_named_absent(_row(out, what), unit)
     assert _row(out, "engine load (vs pydantic-settings)")[2] != "peer not installed"
-    assert "peer not built (" in _row(out, "config server GET, 32 connections (vs Spring")[2]
+    assert "peer not built (" in _row(out, "admission, max sustained on 2 cores")[2]
     assert "targets (issue 19), this run:" in out
 
 
@@ -94,3 +94,17 @@ def test_config_server_rows_load_our_server() -> None:
         ("config server RSS after the load", "MiB"),
     ]:
         _measured_or_named_absent(_row(out, what), unit)
+
+
+def test_spring_rows_load_our_server_beside_an_absent_peer(tmp_path: Path) -> None:
+    """An empty cache: the JVM peer is named absent (CI builds no peer), ours is measured."""
+    out = _run("--rows", "spring", "--rounds", "1", "--duration", "1",
+               env={"DYNCONF_BENCH_CACHE": str(tmp_path)})  # fmt: skip
+    for what, unit in [
+        ("config server GET, 32 connections, req/s", "req/s"),
+        ("config server GET p99 (vs Spring", "ms"),
+        ("config server RSS after the load (vs Spring", "MiB"),
+    ]:
+        cells = _row(out, what)
+        _measured_or_named_absent(cells, unit)
+        assert "vs Spring Cloud Config" in cells[0] and cells[2] == "peer not installed", cells
