@@ -297,15 +297,6 @@ class PushedImage:
     sbom: str
 
 
-def archive_digest(archive: Path) -> str:
-    """The image manifest digest the archive's ``index.json`` lists first."""
-    with tarfile.open(archive) as tar:
-        member = tar.extractfile("index.json")
-        if member is None:
-            raise ArtifactError(f"{archive} has no index.json; rebuild it")
-        return str(json.load(member)["manifests"][0]["digest"])
-
-
 def image_index(manifest: Mapping[str, Any]) -> bytes:
     """The OCI image index over the platform manifests (one per entry of ``PLATFORMS``).
 

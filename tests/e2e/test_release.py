@@ -1,8 +1,9 @@
 """The release leg: the images and the chart in a real OCI registry, signed, and installed from it.
 
-``scripts/release artifacts`` pushes the four images built here and the chart (every image
-pinned by digest) to a loopback ``crane registry serve``, signs them with an offline cosign key,
-attests each SBOM and verifies it all; the node then installs the chart from
+``scripts/release artifacts`` pushes the four images built here (each an OCI image index
+listing its linux/amd64 manifest, its SBOM an OCI 1.1 referrer of that manifest) and the chart
+(every image pinned by index digest) to a loopback ``crane registry serve``, signs them with an
+offline cosign key, attests each SBOM and verifies it all; the node then installs the chart from
 ``oci://127.0.0.1:<port>/charts/dynamic-config`` and its containerd pulls every image from that
 registry by digest (``kube_node.expose(port, at="127.0.0.1")``: the reference is the same inside
 the node as outside). ``scripts/release bundle`` writes the air-gap tarball, which is verified,
