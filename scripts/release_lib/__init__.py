@@ -13,6 +13,12 @@ A release is four steps, all checked before any is taken, so a refusal changes n
 
 ``--dry-run`` prints the steps and takes none. Standard library only, like ``scripts/testenv``.
 
+``scripts/release tag-first [--dry-run]`` tags the tree as the first release of every package:
+``<package>-v<version>`` at HEAD for each distribution, at the version its ``pyproject.toml``
+already carries (and its changelog already describes). Nothing is bumped or built; every check
+runs before the first tag, so a refusal (a dirty tree, a tag that exists, a missing changelog
+entry) creates none.
+
 ``scripts/release artifacts …`` and ``scripts/release bundle …`` release the images and the chart
 instead: pushed to an OCI registry by digest, signed, SBOMs attested, and the air-gap bundle
 (``artifacts.py``).
@@ -38,6 +44,7 @@ __all__ = [
     "main",
     "plan",
     "set_version",
+    "tag_first",
 ]
 
 REPO: Final = Path(__file__).resolve().parents[2]
@@ -294,6 +301,63 @@ def _uv(repo: Path, uv: str, *argv: str) -> None:
         )
 
 
+def first_tags(repo: Path) -> dict[str, str]:
+    """``<package>-v<version>`` -> the package, for every distribution at its current version.
+
+    A refusal when the tree is dirty, when any of those tags exists, or when a package's
+    changelog has no entry for the version being tagged.
+    """
+    if _git(repo, "status", "--porcelain", "--untracked-files=no").strip():
+        raise ReleaseError("the work tree has uncommitted changes; commit or drop them first")
+    tags: dict[str, str] = {}
+    missing = []
+    for package, root in packages(repo).items():
+        version = current_version(root)
+        changelog = root / "CHANGELOG.md"
+        text = changelog.read_text(encoding="utf-8") if changelog.is_file() else ""
+        if not re.search(rf"(?m)^## \[{re.escape(version)}\]", text):
+            missing.append(f"{root.relative_to(repo)}/CHANGELOG.md has no `## [{version}]`")
+        tags[f"{package}-v{version}"] = package
+    if missing:
+        raise ReleaseError(f"{'; '.join(missing)}: describe each first release, then tag")
+    existing = sorted(t for t in tags if _git(repo, "tag", "--list", t).strip())
+    if existing:
+        raise ReleaseError(
+            f"the tag{'s' if len(existing) > 1 else ''} {', '.join(existing)} exist"
+            f"{'' if len(existing) > 1 else 's'} already; the first release was tagged, so "
+            "release each package on with `scripts/release PACKAGE VERSION`"
+        )
+    return tags
+
+
+def tag_first(repo: Path, *, dry_run: bool = False) -> list[str]:
+    """Tag HEAD as the first release of every package (see the module docstring)."""
+    tags = first_tags(repo)
+    if not dry_run:
+        for tag, package in tags.items():
+            version = tag.removeprefix(f"{package}-v")
+            _git(repo, "tag", "-a", tag, "-m", f"{package} {version}, the first release")
+    return list(tags)
+
+
+def _tag_first_main(argv: Sequence[str], repo: Path) -> int:
+    parser = argparse.ArgumentParser(
+        prog="scripts/release tag-first",
+        description="Tag HEAD as the first release of every package: <package>-v<version>.",
+    )
+    parser.add_argument("--dry-run", action="store_true", help="print the tags, create none")
+    args = parser.parse_args(argv)
+    try:
+        tags = tag_first(repo, dry_run=args.dry_run)
+    except ReleaseError as error:
+        sys.stderr.write(f"release: {error}\n")
+        return 1
+    head = _git(repo, "rev-parse", "--short", "HEAD").strip()
+    for tag in tags:
+        sys.stdout.write(f"release: {'would tag' if args.dry_run else 'tagged'} {tag} at {head}\n")
+    return 0
+
+
 ARTIFACT_COMMANDS: Final = ("artifacts", "bundle")
 """``scripts/release artifacts|bundle …``: the images and the chart (``artifacts.py``)."""
 
@@ -304,6 +368,8 @@ def main(argv: Sequence[str] | None = None, repo: Path = REPO) -> int:
         from .artifacts import main as artifacts_main
 
         return artifacts_main(argv)
+    if argv[:1] == ["tag-first"]:
+        return _tag_first_main(argv[1:], repo)
     parser = argparse.ArgumentParser(
         prog="scripts/release",
         description="Release one package: bump its version, check its changelog, build its "

@@ -4,9 +4,15 @@
 ``scripts/testenv install images`` built (``<run>/images/<name>.tar``, each with its CycloneDX
 SBOM beside it) and, against a real OCI registry:
 
-1. pushes each image with ``crane push`` as ``<registry>/dynamic-config-<name>:v<appVersion>``
-   and keeps the digest, which must be the archive's own manifest digest (the layer goes as it
-   is, so the SBOM, which names that digest, names the pushed image);
+1. pushes each image with ``crane push --index`` as
+   ``<registry>/dynamic-config-<name>:v<appVersion>``: an OCI image index listing the
+   archive's manifest for ``linux/amd64`` (the manifest goes as it is, so its digest is the
+   archive's, which the SBOM names); the index digest is what the
+   chart pins, so a node of another platform would resolve its own manifest from the same
+   reference once the builder makes one (docs/release.md, multi-arch). The archive's SBOM
+   artifact (``subject``: that manifest) is pushed unchanged beside it by digest, an OCI 1.1
+   referrer: crane updates the referrers tag (``sha256-<hex>``) where the registry has no
+   referrers API (``crane registry serve`` has none), and :func:`referrers` lists it either way;
 2. packages the chart with every image pinned: ``values.yaml``'s ``image`` becomes the
    registry's repository and ``digest`` the pushed digest, for the agent, the webhook, the
    operator and the node agent; ``helm package`` + ``helm push`` to ``oci://<registry>/charts``;
@@ -34,6 +40,8 @@ passphrase is never printed. Standard library only, like the rest of ``scripts/r
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import hashlib
 import json
 import os
 import re
@@ -42,6 +50,8 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import urllib.error
+import urllib.request
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,11 +60,14 @@ from typing import Any, Final
 __all__ = [
     "IMAGES",
     "Published",
+    "PushedImage",
     "Tools",
     "bundle",
     "main",
+    "image_index",
     "pin_values",
     "publish",
+    "referrers",
 ]
 
 REPO: Final = Path(__file__).resolve().parents[2]
@@ -68,6 +81,12 @@ VALUES_SECTION: Final = {
 }
 """Each image's section in the chart's ``values.yaml`` (each has ``image`` and ``digest``)."""
 SBOM_TYPE: Final = "cyclonedx"
+SBOM_MEDIA_TYPE: Final = "application/vnd.cyclonedx+json"
+"""The ``artifactType`` of each image's SBOM referrer (as ``testenv_lib/sbom.py`` writes it)."""
+INDEX: Final = "application/vnd.oci.image.index.v1+json"
+MANIFEST: Final = "application/vnd.oci.image.manifest.v1+json"
+PLATFORMS: Final = ({"architecture": "amd64", "os": "linux"},)
+"""What the builder makes; an arm64 manifest would be a second entry (docs/release.md)."""
 DIGEST: Final = re.compile(r"sha256:[0-9a-f]{64}")
 TIMEOUT: Final = 900
 
@@ -116,8 +135,9 @@ class Tools:
             "COSIGN_PASSWORD": os.environ.get("COSIGN_PASSWORD", ""),
         }
 
-    def run(self, tool: Path, *argv: str, cwd: Path | None = None) -> str:
-        """``tool argv``; its stdout, or an error with the tail of what it said."""
+    def run(self, tool: Path, *argv: str, cwd: Path | None = None, stdout: bool = False) -> str:
+        """``tool argv``: what it said (its stdout alone with ``stdout``), or an error with the
+        tail of what it said."""
         try:
             result = subprocess.run(
                 [str(tool), *argv], cwd=cwd, env=self.env(), capture_output=True, text=True,
@@ -128,7 +148,7 @@ class Tools:
         if result.returncode != 0:
             said = (result.stderr.strip() or result.stdout.strip())[-2000:]
             raise ArtifactError(f"{tool.name} {' '.join(argv[:2])} failed: {said}")
-        return result.stdout + result.stderr
+        return result.stdout if stdout else result.stdout + result.stderr
 
 
 @dataclass(frozen=True)
@@ -139,10 +159,14 @@ class Published:
     app_version: str
     chart_version: str
     images: dict[str, str]
-    """Image name -> manifest digest."""
+    """Image name -> the digest of its image index (what the chart pins and the key signs)."""
     chart_digest: str
     chart_package: str
     """The packaged chart's file (pinned values), beside ``release.json``."""
+    manifests: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)
+    """Image name -> ``os/architecture`` -> the platform manifest's digest (the archive's)."""
+    sboms: dict[str, str] = dataclasses.field(default_factory=dict)
+    """Image name -> the digest of its SBOM referrer (``subject``: the amd64 manifest)."""
 
     def repository(self, name: str, registry: str | None = None) -> str:
         return f"{registry or self.registry}/dynamic-config-{name}"
@@ -164,7 +188,9 @@ class Published:
         record = {"registry": self.registry, "appVersion": self.app_version,
                   "chart": {"version": self.chart_version, "digest": self.chart_digest,
                             "package": self.chart_package, "reference": self.chart_ref()},
-                  "images": {n: {"digest": d, "reference": self.image_ref(n)}
+                  "images": {n: {"digest": d, "reference": self.image_ref(n),
+                                 "manifests": self.manifests.get(n, {}),
+                                 "sbom": self.sboms.get(n, "")}
                              for n, d in self.images.items()}}  # fmt: skip
         path.write_text(json.dumps(record, indent=2) + "\n")
 
@@ -179,6 +205,8 @@ class Published:
                 images={n: v["digest"] for n, v in record["images"].items()},
                 chart_digest=record["chart"]["digest"],
                 chart_package=record["chart"]["package"],
+                manifests={n: dict(v.get("manifests", {})) for n, v in record["images"].items()},
+                sboms={n: v["sbom"] for n, v in record["images"].items() if v.get("sbom")},
             )
         except (OSError, ValueError, KeyError, TypeError) as err:
             raise ArtifactError(
@@ -260,37 +288,107 @@ def plain_http(registry: str) -> list[str]:
 
 
 # ---------------------------------------------------------------------------- the images
-def archive_digest(archive: Path) -> str:
-    """The image manifest digest the archive's ``index.json`` lists first."""
-    with tarfile.open(archive) as tar:
-        member = tar.extractfile("index.json")
-        if member is None:
-            raise ArtifactError(f"{archive} has no index.json; rebuild it")
-        return str(json.load(member)["manifests"][0]["digest"])
+@dataclass(frozen=True)
+class PushedImage:
+    """One image in the registry: its index, the platform manifest in it, its SBOM referrer."""
+
+    index: str
+    manifest: str
+    sbom: str
 
 
-def push_image(tools: Tools, archive: Path, reference: str) -> str:
-    """Push the image of an OCI archive to ``reference`` (``repo:tag``); its digest.
+def image_index(manifest: Mapping[str, Any]) -> bytes:
+    """The OCI image index over the platform manifests (one per entry of ``PLATFORMS``).
 
-    ``crane push`` reads an OCI layout directory holding one image; the archive's layout also
-    lists the SBOM artifact, so it is unpacked with an ``index.json`` naming the image alone.
+    Written here rather than by ``crane index append`` so that its bytes, and so the digest
+    the chart pins, follow from the archive alone: the same build always pushes the same index.
     """
-    expected = archive_digest(archive)
+    entries = [{"mediaType": MANIFEST, "digest": manifest["digest"], "size": manifest["size"],
+                "platform": dict(platform)} for platform in PLATFORMS]  # fmt: skip
+    document = {"schemaVersion": 2, "mediaType": INDEX, "manifests": entries}
+    return json.dumps(document, sort_keys=True, separators=(",", ":")).encode()
+
+
+def _sha256(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def _pushed(said: str) -> str:
+    """The digest of ``<repository>@sha256:…``, the one line ``crane push`` prints on stdout."""
+    found = re.findall(r"@(sha256:[0-9a-f]{64})", said)
+    return found[-1] if found else "nothing"
+
+
+def push_image(tools: Tools, archive: Path, repository: str, tag: str) -> PushedImage:
+    """Push the archive's image as an index to ``repository:tag``, and its SBOM as a referrer.
+
+    ``crane push`` reads an OCI layout directory; the archive is unpacked once and its
+    ``index.json`` rewritten twice: first to the image index (``crane push --index`` pushes
+    ``index.json`` itself as the index and each entry under it), then to the SBOM artifact
+    alone, pushed by its own digest (a referrer has no tag; its ``subject`` finds it).
+    """
     with tempfile.TemporaryDirectory(prefix="push-", dir=archive.parent) as tmp:
         layout = Path(tmp)
         with tarfile.open(archive) as tar:
             tar.extractall(layout, filter="data")
-        index = json.loads((layout / "index.json").read_text())
-        index["manifests"] = index["manifests"][:1]
-        (layout / "index.json").write_text(json.dumps(index))
-        said = tools.run(tools.crane, "push", str(layout), reference)
-    pushed = re.findall(r"@(sha256:[0-9a-f]{64})", said)
-    if not pushed or pushed[-1] != expected:
-        raise ArtifactError(
-            f"the registry holds {reference} as {pushed[-1] if pushed else 'nothing'}, not the "
-            f"archive's {expected}; is another image pushed under that tag?"
-        )
-    return expected
+        listed = json.loads((layout / "index.json").read_text())["manifests"]
+        manifest, artifacts = listed[0], listed[1:]
+        index = image_index(manifest)
+        (layout / "index.json").write_bytes(index)
+        said = tools.run(tools.crane, "push", "--index", str(layout), f"{repository}:{tag}",
+                         stdout=True)  # fmt: skip
+        if _pushed(said) != _sha256(index):
+            raise ArtifactError(
+                f"the registry holds {repository}:{tag} as {_pushed(said)}, not the index of the "
+                f"archive's {manifest['digest']} ({_sha256(index)}); is another image pushed "
+                "under that tag?"
+            )
+        sboms = [a for a in artifacts if a.get("artifactType") == SBOM_MEDIA_TYPE]
+        if len(sboms) != 1:
+            raise ArtifactError(
+                f"{archive} carries {len(sboms)} SBOM artifacts, not one; rebuild it with "
+                "`scripts/testenv install images`"
+            )
+        sbom = sboms[0]
+        (layout / "index.json").write_text(json.dumps({**json.loads(index), "manifests": [sbom]}))
+        said = tools.run(tools.crane, "push", str(layout), f"{repository}@{sbom['digest']}",
+                         stdout=True)  # fmt: skip
+        if _pushed(said) != sbom["digest"]:
+            raise ArtifactError(f"crane pushed the SBOM of {repository} as {_pushed(said)}, "
+                                f"not {sbom['digest']}")  # fmt: skip
+    return PushedImage(_sha256(index), str(manifest["digest"]), str(sbom["digest"]))
+
+
+def referrers(registry: str, repository: str, digest: str) -> tuple[list[dict[str, Any]], str]:
+    """The manifests whose ``subject`` is ``repository@digest``, and how they were found.
+
+    The OCI 1.1 referrers API (``GET /v2/<repo>/referrers/<digest>``) first; where a registry
+    does not serve it (a 404, as ``crane registry serve`` answers), the referrers tag schema:
+    the index tagged ``sha256-<hex>`` that pushing clients keep. Returns the index's
+    ``manifests`` and ``"referrers API"`` or ``"referrers tag"``. Anonymous reads over plain
+    HTTP on loopback, HTTPS elsewhere (standard library only).
+    """
+    scheme = "http" if plain_http(registry) else "https"  # never file: or another scheme
+    base = f"{scheme}://{registry}/v2/{repository}"
+
+    def get(path: str) -> dict[str, Any] | None:
+        request = urllib.request.Request(f"{base}/{path}", headers={"Accept": INDEX})  # noqa: S310
+        try:
+            with urllib.request.urlopen(request, timeout=60) as response:  # noqa: S310
+                document: dict[str, Any] = json.load(response)
+                return document
+        except urllib.error.HTTPError as err:
+            if err.code == 404:
+                return None
+            raise ArtifactError(f"GET {base}/{path}: HTTP {err.code}") from err
+        except (OSError, ValueError) as err:
+            raise ArtifactError(f"GET {base}/{path} failed: {err}") from err
+
+    listed = get(f"referrers/{digest}")
+    if listed is not None:
+        return list(listed.get("manifests", [])), "referrers API"
+    tagged = get(f"manifests/{digest.replace(':', '-')}")
+    return (list(tagged.get("manifests", [])) if tagged else []), "referrers tag"
 
 
 # ---------------------------------------------------------------------------- signatures
@@ -341,16 +439,20 @@ def publish(
             "`scripts/testenv install images` first"
         )
     out.mkdir(parents=True, exist_ok=True)
-    digests = {}
+    pushed = {}
     for name in IMAGES:
-        reference = f"{registry}/dynamic-config-{name}:v{app_version}"
-        digests[name] = push_image(tools, images_dir / f"{name}.tar", reference)
-        say(f"pushed {reference}@{digests[name]}")
+        repository = f"{registry}/dynamic-config-{name}"
+        pushed[name] = push_image(tools, images_dir / f"{name}.tar", repository, f"v{app_version}")
+        say(f"pushed {repository}:v{app_version}@{pushed[name].index} (an index: linux/amd64 "
+            f"{pushed[name].manifest}; SBOM referrer {pushed[name].sbom})")  # fmt: skip
+    digests = {name: image.index for name, image in pushed.items()}
     images_only = Published(registry, app_version, chart_version, digests, "", "")
     package = package_chart(tools, images_only, out, chart)
     chart_digest = push_chart(tools, package, registry)
+    platform = "{os}/{architecture}".format(**PLATFORMS[0])
     published = Published(registry, app_version, chart_version, digests, chart_digest,
-                          package.name)  # fmt: skip
+                          package.name, {n: {platform: i.manifest} for n, i in pushed.items()},
+                          {n: i.sbom for n, i in pushed.items()})  # fmt: skip
     say(f"pushed {published.chart_ref()} (chart {chart_version}, images pinned by digest)")
     for name in IMAGES:
         sign(tools, key, published.image_ref(name))

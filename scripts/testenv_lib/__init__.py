@@ -16,9 +16,9 @@ tables:
 - optionally ``OPT_IN: list[str]`` -- installers a bare ``install`` runs only with
   ``DYNCONF_E2E=1`` (the node and the images: minutes of building that only the end-to-end
   tests need); naming them always installs them.
-- optionally ``GATED: dict[str, str]`` -- installers a bare ``install`` runs only when the named
-  environment variable is ``1`` (cosign: ``DYNCONF_RELEASE``, a build too long to add to every
-  CI run unasked); naming them always installs them.
+- optionally ``GATED: dict[str, str]`` -- installers a bare ``install`` leaves out when the named
+  environment variable is ``0`` (cosign: ``DYNCONF_RELEASE=0``, to run the ladder without the
+  release leg); naming them always installs them.
 - optionally ``SLOW: dict[str, int]`` -- installers ``install --background`` hands to the
   background worker (``background.py``), each with its rank in the worker's build order (lowest
   first, across every area): what the end-to-end ladder needs comes first, since its tests are
@@ -86,7 +86,7 @@ class Registry:
     def ungated(self, name: str) -> bool:
         """Whether a bare ``install`` includes ``name`` (see ``GATED``)."""
         variable = self.gated.get(name)
-        return variable is None or os.environ.get(variable, "") == "1"
+        return variable is None or os.environ.get(variable, "") != "0"
 
     @property
     def slow(self) -> list[str]:

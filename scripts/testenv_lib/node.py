@@ -79,6 +79,9 @@ RUNTIME_PACKAGES = [
 PAUSE_IMAGE = "dynconf.local/pause:3.10.1"
 BUSYBOX_IMAGE = "dynconf.local/busybox:1.35"
 """``dynconf.local/`` keeps any accidental pull away from a real registry name."""
+HAND_LOADED = ("dynconf.local/*", "ghcr.io/dynamic-config-rs/*")
+"""The repositories of every image loaded into the node by hand (``ctr images import``): the
+node's own and the project's images (``images.REGISTRY``); the kubelet never needs to pull them."""
 
 SYSCTLS = {
     "vm/overcommit_memory": "1",
@@ -367,6 +370,14 @@ def _kubelet_config(data: Path, certs: Path, cgroup_root: str) -> dict[str, obje
             "imagefs.available": "1Gi",
         },
         "imageGCHighThresholdPercent": 100,  # images are loaded by hand, never pulled back
+        # Kubelet 1.35 re-checks pull credentials (KubeletEnsureSecretPulledImages, on by
+        # default) per image ID: once it pulls an image from a registry, another name of the
+        # same ID that was loaded by hand counts as not preloaded and is pulled again, which
+        # fails offline (the release leg's upgrade: the registry's pull of a digest made the
+        # hand-loaded ghcr.io tag of the same image unusable). The hand-loaded repositories
+        # are declared pre-provisioned instead; every other image keeps the default checks.
+        "imagePullCredentialsVerificationPolicy": "NeverVerifyAllowlistedImages",
+        "preloadedImagesVerificationAllowlist": list(HAND_LOADED),
         "maxPods": 110,
         "syncFrequency": "10s",
         "fileCheckFrequency": "5s",

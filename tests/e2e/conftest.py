@@ -61,8 +61,10 @@ SESSION_VALUES: dict[str, Any] = {
 
 
 def _helm(
-    helm: Path, kubeconfig: Path, home: Path, *args: str, timeout: float = HELM_TIMEOUT
+    helm: Path, kubeconfig: Path, home: Path, *args: str, timeout: float = HELM_TIMEOUT + 60
 ) -> str:
+    """``helm args``; its stdout. The process gets a minute beyond helm's own ``--timeout``, so a
+    ``--wait`` that runs out reports helm's error (what was not ready), not a bare kill."""
     env = {
         **os.environ,
         "KUBECONFIG": str(kubeconfig),

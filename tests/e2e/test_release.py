@@ -1,8 +1,9 @@
 """The release leg: the images and the chart in a real OCI registry, signed, and installed from it.
 
-``scripts/release artifacts`` pushes the four images built here and the chart (every image
-pinned by digest) to a loopback ``crane registry serve``, signs them with an offline cosign key,
-attests each SBOM and verifies it all; the node then installs the chart from
+``scripts/release artifacts`` pushes the four images built here (each an OCI image index
+listing its linux/amd64 manifest, its SBOM an OCI 1.1 referrer of that manifest) and the chart
+(every image pinned by index digest) to a loopback ``crane registry serve``, signs them with an
+offline cosign key, attests each SBOM and verifies it all; the node then installs the chart from
 ``oci://127.0.0.1:<port>/charts/dynamic-config`` and its containerd pulls every image from that
 registry by digest (``kube_node.expose(port, at="127.0.0.1")``: the reference is the same inside
 the node as outside). ``scripts/release bundle`` writes the air-gap tarball, which is verified,
@@ -42,7 +43,14 @@ from tests.fixtures.uv import Uv
 from tests.testenv.test_node import BUSYBOX
 
 sys.path.insert(0, str(REPO / "scripts"))
-from release_lib.artifacts import IMAGES, VALUES_SECTION, Published, chart_versions
+from release_lib.artifacts import (
+    IMAGES,
+    SBOM_MEDIA_TYPE,
+    VALUES_SECTION,
+    Published,
+    chart_versions,
+    referrers,
+)
 from testenv_lib.oci import read_file
 from testenv_lib.sbom import normalise
 
@@ -132,22 +140,69 @@ def _verify(cosign: Path, public: Path, reference: str, *extra: str) -> list[dic
 
 
 # ---------------------------------------------------------------------------- the registry
+def _built(project_image: ProjectImage, name: str) -> str:
+    """The manifest digest of the image as built (the archive's ``index.json``)."""
+    with tarfile.open(project_image(name).archive) as tar:
+        index = tar.extractfile("index.json")
+        assert index is not None
+        return str(json.load(index)["manifests"][0]["digest"])
+
+
+def _manifest(crane: Path, reference: str) -> dict[str, Any]:
+    document: dict[str, Any] = json.loads(_run([str(crane), "manifest", reference], timeout=60))
+    return document
+
+
 def test_each_image_is_pushed_by_the_digest_its_archive_and_sbom_name(
     released: Released, project_image: ProjectImage, crane_bin: Path
 ) -> None:
     for name in IMAGES:
-        archive = project_image(name).archive
-        with tarfile.open(archive) as tar:
-            index = tar.extractfile("index.json")
-            assert index is not None
-            built = json.load(index)["manifests"][0]["digest"]
-        sbom = json.loads(archive.with_name(f"{name}.cdx.json").read_text())
-        tag = f"{released.registry.address}/dynamic-config-{name}:v{APP_VERSION}"
+        built = _built(project_image, name)
+        sbom = json.loads(project_image(name).archive.with_name(f"{name}.cdx.json").read_text())
+        repository = released.record.repository(name)
 
-        in_registry = _run([str(crane_bin), "digest", tag], timeout=60).strip()
+        in_registry = _run([str(crane_bin), "digest", f"{repository}:v{APP_VERSION}"],
+                           timeout=60).strip()  # fmt: skip
+        platform = _run([str(crane_bin), "digest", "--platform", "linux/amd64",
+                         f"{repository}@{in_registry}"], timeout=60).strip()  # fmt: skip
 
-        assert released.record.images[name] == built == in_registry
+        assert released.record.images[name] == in_registry
+        assert released.record.manifests[name] == {"linux/amd64": built} and platform == built
         assert sbom["metadata"]["component"]["hashes"][0]["content"] == built.split(":")[1]
+
+
+def test_each_image_is_an_index_listing_its_linux_amd64_manifest(
+    released: Released, project_image: ProjectImage, crane_bin: Path
+) -> None:
+    for name in IMAGES:
+        index = _manifest(crane_bin, released.record.image_ref(name))
+
+        assert index["mediaType"] == "application/vnd.oci.image.index.v1+json"
+        assert [(m["digest"], m["platform"]) for m in index["manifests"]] == [
+            (_built(project_image, name), {"architecture": "amd64", "os": "linux"})
+        ]
+
+
+def test_each_sbom_is_a_referrer_of_its_image_listed_by_the_registry(
+    released: Released, project_image: ProjectImage, crane_bin: Path
+) -> None:
+    for name in IMAGES:
+        built = _built(project_image, name)
+        repository = f"dynamic-config-{name}"
+
+        listed, via = referrers(released.registry.address, repository, built)
+
+        # crane registry serve has no referrers API: the referrers tag is what clients keep
+        assert via == "referrers tag"
+        sboms = [m for m in listed if m.get("artifactType") == SBOM_MEDIA_TYPE]
+        assert [m["digest"] for m in sboms] == [released.record.sboms[name]]
+        artifact = _manifest(crane_bin, f"{released.record.repository(name)}@{sboms[0]['digest']}")
+        assert artifact["subject"]["digest"] == built
+        blob = _run([str(crane_bin), "blob",
+                     f"{released.record.repository(name)}@{artifact['layers'][0]['digest']}"],
+                    timeout=60)  # fmt: skip
+        on_disk = project_image(name).archive.with_name(f"{name}.cdx.json").read_text()
+        assert json.loads(blob) == json.loads(on_disk)
 
 
 def test_the_released_chart_pins_every_image_to_the_registry_by_digest(

@@ -1,22 +1,40 @@
 """``scripts/release artifacts|bundle`` without a registry: the chart pinning and the refusals.
 
 The registry, the signatures and the air-gap round trip run in ``tests/e2e/test_release.py``
-(they need the images); here is what can be checked in seconds.
+(they need the images); here is what can be checked in seconds, the push of an image index
+and its SBOM referrer included (a tiny image, into a real loopback registry: ``e2e``, because
+crane is built with the node).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import yaml
 
+from tests.fixtures.registry import OciRegistry
+
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "scripts"))
-from release_lib.artifacts import VALUES_SECTION, ArtifactError, pin_values  # noqa: E402
+from release_lib.artifacts import (  # noqa: E402
+    SBOM_MEDIA_TYPE,
+    VALUES_SECTION,
+    ArtifactError,
+    Published,
+    Tools,
+    image_index,
+    pin_values,
+    push_image,
+    referrers,
+)
+from testenv_lib.oci import Artifact, ImageConfig, write_archive  # noqa: E402
 
 VALUES = REPO / "charts" / "dynamic-config" / "values.yaml"
 PINS = {
@@ -97,3 +115,75 @@ def test_bundle_of_a_missing_release_record_names_the_command_that_writes_one(
 
     assert result.returncode == 1
     assert "`scripts/release artifacts` writes one" in result.stderr
+
+
+MANIFEST = {"mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "digest": "sha256:" + "a" * 64, "size": 321}  # fmt: skip
+
+
+def test_the_image_index_lists_the_manifest_for_linux_amd64_and_is_the_same_every_time() -> None:
+    index = image_index(MANIFEST)
+
+    document = json.loads(index)
+    assert document["mediaType"] == "application/vnd.oci.image.index.v1+json"
+    assert document["manifests"] == [{**MANIFEST, "platform": {"architecture": "amd64",
+                                                               "os": "linux"}}]  # fmt: skip
+    assert image_index(dict(MANIFEST)) == index
+
+
+def test_the_release_record_keeps_each_images_manifest_and_sbom_referrer(tmp_path: Path) -> None:
+    digest = "sha256:" + "b" * 64
+    record = Published("127.0.0.1:5000", "0.3.0", "0.3.0", {"agent": digest}, digest, "c.tgz",
+                       {"agent": {"linux/amd64": MANIFEST["digest"]}}, {"agent": digest})  # fmt: skip
+
+    record.dump(tmp_path / "release.json")
+
+    assert Published.load(tmp_path / "release.json") == record
+
+
+def _tiny_archive(where: Path) -> tuple[Path, bytes]:
+    """A one-file image archive with its SBOM artifact, as the image builder writes them."""
+    rootfs = where / "rootfs"
+    rootfs.mkdir()
+    (rootfs / "hello").write_text("hello from the release test\n")
+    sbom = json.dumps({"bomFormat": "CycloneDX", "components": []}).encode()
+    archive = where / "tiny.tar"
+    write_archive(rootfs, archive, "dynconf.local/tiny:1", ImageConfig(),
+                  lambda digest: [Artifact(SBOM_MEDIA_TYPE, sbom)])  # fmt: skip
+    return archive, sbom
+
+
+@pytest.mark.e2e
+def test_an_image_is_pushed_as_an_index_with_its_sbom_as_a_referrer_of_its_manifest(
+    oci_registry: Callable[[], OciRegistry], crane_bin: Path, tmp_path: Path
+) -> None:
+    registry = oci_registry()
+    archive, sbom = _tiny_archive(tmp_path)
+    tools = Tools(crane_bin, Path("/bin/false"), Path("/bin/false"), tmp_path / "home")
+
+    pushed = push_image(tools, archive, f"{registry.address}/tiny", "1")
+
+    tagged = subprocess.run([str(crane_bin), "digest", f"{registry.address}/tiny:1"],
+                            capture_output=True, text=True, check=True, timeout=60)  # fmt: skip
+    assert tagged.stdout.strip() == pushed.index != pushed.manifest
+    listed, via = referrers(registry.address, "tiny", pushed.manifest)
+    assert via == "referrers tag"  # crane registry serve has no referrers API
+    assert [(m["digest"], m.get("artifactType")) for m in listed] == [
+        (pushed.sbom, SBOM_MEDIA_TYPE)
+    ]
+    blob = subprocess.run([str(crane_bin), "blob",
+                           f"{registry.address}/tiny@sha256:{hashlib.sha256(sbom).hexdigest()}"],
+                          capture_output=True, check=True, timeout=60)  # fmt: skip
+    assert blob.stdout == sbom
+
+
+@pytest.mark.e2e
+def test_referrers_of_an_image_nothing_refers_to_are_none(
+    oci_registry: Callable[[], OciRegistry], crane_bin: Path, tmp_path: Path
+) -> None:
+    registry = oci_registry()
+    archive, _ = _tiny_archive(tmp_path)
+    tools = Tools(crane_bin, Path("/bin/false"), Path("/bin/false"), tmp_path / "home")
+    pushed = push_image(tools, archive, f"{registry.address}/tiny", "1")
+
+    assert referrers(registry.address, "tiny", pushed.index) == ([], "referrers tag")

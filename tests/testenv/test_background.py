@@ -83,3 +83,24 @@ def test_the_worker_builds_what_the_e2e_ladder_needs_before_the_tools_few_tests_
     order = load_registry().slow
     ladder = max(order.index(name) for name in ("kube", "helm", "node", "images"))
     assert all(order.index(name) > ladder for name in ("promtool", "vault-hashicorp"))
+
+
+def test_the_release_tools_are_built_after_the_images_and_before_the_tools_few_tests_use() -> None:
+    order = load_registry().slow
+
+    images, crane, cosign = (order.index(name) for name in ("images", "crane", "cosign"))
+
+    assert images < crane < cosign
+    assert all(order.index(name) > cosign for name in ("kustomize", "promtool", "vault-hashicorp"))
+
+
+@pytest.mark.parametrize(("value", "included"), [(None, True), ("1", True), ("0", False)])
+def test_a_bare_install_builds_cosign_unless_the_release_leg_is_left_out(
+    monkeypatch: pytest.MonkeyPatch, value: str | None, included: bool
+) -> None:
+    if value is None:
+        monkeypatch.delenv("DYNCONF_RELEASE", raising=False)
+    else:
+        monkeypatch.setenv("DYNCONF_RELEASE", value)
+
+    assert load_registry().ungated("cosign") is included
