@@ -13,6 +13,13 @@ A release is four steps, all checked before any is taken, so a refusal changes n
 
 ``--dry-run`` prints the steps and takes none. Standard library only, like ``scripts/testenv``.
 
+With ``--registry HOST:PORT --key cosign.key`` the same command also publishes, before it tags:
+the package's wheel and sdist as one OCI artifact ``<registry>/packages/<package>:<version>``
+(signed, with a CycloneDX SBOM of the files and of everything ``uv.lock`` pins beneath the
+package attached as a signed attestation), then the four images and the chart
+(``artifacts.publish``: what ``scripts/release artifacts`` does), every signature verified. A
+failed publish leaves the release untagged, so running the command again finishes it.
+
 ``scripts/release tag-first [--dry-run]`` tags the tree as the first release of every package:
 ``<package>-v<version>`` at HEAD for each distribution, at the version its ``pyproject.toml``
 already carries (and its changelog already describes). Nothing is bumped or built; every check
@@ -33,6 +40,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -269,8 +277,11 @@ def plan(repo: Path, package: str, version: str, *, date: str) -> Plan:
     return release
 
 
-def execute(repo: Path, release: Plan, uv: str) -> list[Path]:
-    """Take the planned steps; a failed build puts the files back and tags nothing."""
+def execute(repo: Path, release: Plan, uv: str, *, tag: bool = True) -> list[Path]:
+    """Take the planned steps; a failed build puts the files back and tags nothing.
+
+    ``tag=False`` stops before the tag (:func:`tag_release`), for a release that publishes first.
+    """
     originals = {path: path.read_text(encoding="utf-8") for path in release.edits}
     try:
         for path, text in release.edits.items():
@@ -288,8 +299,38 @@ def execute(repo: Path, release: Plan, uv: str) -> list[Path]:
         changed = [str(p.relative_to(repo)) for p in release.edits]
         _git(repo, "add", "--", *changed)
         _git(repo, "commit", "--quiet", "-m", f"Release {release.package} {release.version}")
-    _git(repo, "tag", "-a", release.tag, "-m", f"{release.package} {release.version}")
+    if tag:
+        tag_release(repo, release)
     return sorted(p for p in release.dist.iterdir() if p.name.endswith((".whl", ".tar.gz")))
+
+
+def tag_release(repo: Path, release: Plan) -> None:
+    _git(repo, "tag", "-a", release.tag, "-m", f"{release.package} {release.version}")
+
+
+def locked_closure(repo: Path, package: str) -> list[tuple[str, str]]:
+    """``(name, version)`` of every distribution ``uv.lock`` pins beneath ``package``: its
+    runtime dependencies, theirs, and so on (workspace members included, at their own version;
+    markers are not evaluated, so a platform's alternative is listed too)."""
+    lock = tomllib.loads((repo / "uv.lock").read_text(encoding="utf-8"))
+    by_name: dict[str, list[dict[str, object]]] = {}
+    for entry in lock.get("package", []):
+        by_name.setdefault(str(entry["name"]), []).append(entry)
+    if package not in by_name:
+        raise ReleaseError(f"uv.lock has no package {package}; run `uv lock`")
+    seen: dict[tuple[str, str], None] = {}
+    pending = [(package, None)]
+    while pending:
+        name, version = pending.pop()
+        candidates = [e for e in by_name.get(name, []) if version in (None, e.get("version"))]
+        for entry in candidates:
+            key = (str(entry["name"]), str(entry["version"]))
+            if key in seen:
+                continue
+            seen[key] = None
+            for dependency in entry.get("dependencies", []):  # type: ignore[attr-defined]
+                pending.append((str(dependency["name"]), dependency.get("version")))
+    return [key for key in seen if key[0] != package]
 
 
 def _uv(repo: Path, uv: str, *argv: str) -> None:
@@ -378,24 +419,76 @@ def main(argv: Sequence[str] | None = None, repo: Path = REPO) -> int:
     parser.add_argument("package", help="the distribution name, e.g. dynconf-store-redis")
     parser.add_argument("version", help="the version to release, e.g. 0.1.1")
     parser.add_argument("--dry-run", action="store_true", help="print the steps, take none")
+    parser.add_argument("--registry", help="also publish, signed, to this OCI registry "
+                        "(host:port[/path]): the package, the images, the chart")  # fmt: skip
+    parser.add_argument("--key", type=Path, help="the cosign private key (with --registry)")
+    parser.add_argument("--public-key", type=Path, help="default: the key's .pub twin")
+    parser.add_argument("--images", type=Path, help="the built image archives "
+                        "(default: <run>/images, as `scripts/release artifacts`)")  # fmt: skip
+    parser.add_argument("--out", type=Path, default=REPO / "dist" / "artifacts",
+                        help="where release.json and the SBOMs go (with --registry)")  # fmt: skip
     parser.add_argument(
         "--date",
         default=datetime.datetime.now(datetime.UTC).date().isoformat(),
         help="the date of a changelog entry moved from Unreleased (default: today, UTC)",
     )
     args = parser.parse_args(argv)
+    if (args.registry is None) != (args.key is None):
+        parser.error("--registry and --key go together: the published release is signed")
+    from .artifacts import ArtifactError
+
     try:
         release = plan(repo, args.package, args.version, date=args.date)
+        if args.registry is not None:
+            release.notes.insert(-1, f"publish {args.package} {args.version}, the images and the "
+                                 f"chart to {args.registry}, signed")  # fmt: skip
         prefix = "would " if args.dry_run else ""
         for note in release.notes:
             sys.stdout.write(f"release: {prefix}{note}\n")
         if args.dry_run:
             return 0
-        artifacts = execute(repo, release, find_uv())
-    except ReleaseError as error:
+        artifacts = execute(repo, release, find_uv(), tag=args.registry is None)
+        for artifact in artifacts:
+            sys.stdout.write(f"release: built {artifact.relative_to(repo)}\n")
+        if args.registry is not None:
+            _publish(repo, release, artifacts, args)
+            tag_release(repo, release)
+    except (ReleaseError, ArtifactError) as error:
         sys.stderr.write(f"release: {error}\n")
         return 1
-    for artifact in artifacts:
-        sys.stdout.write(f"release: built {artifact.relative_to(repo)}\n")
     sys.stdout.write(f"release: tagged {release.tag}\n")
     return 0
+
+
+def _publish(repo: Path, release: Plan, files: list[Path], args: argparse.Namespace) -> None:
+    """The package, then the images and the chart, into ``args.registry``, signed and verified."""
+    import tempfile
+
+    from testenv_lib import sbom
+
+    from . import artifacts
+
+    def say(line: str) -> None:
+        sys.stdout.write(f"release: {line}\n")
+        sys.stdout.flush()
+
+    public_key = args.public_key or artifacts.public_key_of(args.key)
+    document = sbom.package_sbom(
+        release.package, release.version,
+        [(f.name, artifacts.file_sha256(f)) for f in files],
+        locked_closure(repo, release.package),
+    )  # fmt: skip
+    args.out.mkdir(parents=True, exist_ok=True)
+    bom = args.out / f"{release.package}.cdx.json"
+    bom.write_bytes(sbom.dumps(document))
+    with tempfile.TemporaryDirectory(prefix="release-home-") as home:
+        tools = artifacts.Tools.find(Path(home))
+        reference = artifacts.publish_package(
+            tools, args.registry, key=args.key, public_key=public_key,
+            repository=f"packages/{release.package}", tag=release.version, files=files, sbom=bom,
+        )  # fmt: skip
+        say(f"published {reference} ({', '.join(f.name for f in files)}; signed, SBOM attested "
+            f"with {len(document['components'])} locked packages beneath it)")  # fmt: skip
+        artifacts.publish(tools, args.registry, key=args.key, public_key=public_key,
+                          images_dir=args.images or artifacts.default_images(), out=args.out,
+                          log=say)  # fmt: skip

@@ -63,10 +63,13 @@ __all__ = [
     "PushedImage",
     "Tools",
     "bundle",
+    "default_images",
+    "file_sha256",
     "main",
     "image_index",
     "pin_values",
     "publish",
+    "publish_package",
     "referrers",
 ]
 
@@ -410,6 +413,59 @@ def verify(tools: Tools, public_key: Path, reference: str, *, attestation: bool)
                   "--insecure-ignore-tlog", "--type", SBOM_TYPE, reference)  # fmt: skip
 
 
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as file:
+        for block in iter(lambda: file.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _layer(files: Sequence[Path], out: Path) -> Path:
+    """A tar of ``files`` (flat, sorted, owner 0, time 0): the same files give the same layer."""
+    with tarfile.open(out, "w", format=tarfile.PAX_FORMAT) as tar:
+        for path in sorted(files, key=lambda p: p.name):
+            info = tar.gettarinfo(str(path), arcname=path.name)
+            info.uid = info.gid = 0
+            info.uname = info.gname = ""
+            info.mtime = 0
+            info.mode = 0o644
+            with path.open("rb") as file:
+                tar.addfile(info, file)
+    return out
+
+
+def publish_package(
+    tools: Tools,
+    registry: str,
+    *,
+    key: Path,
+    public_key: Path,
+    repository: str,
+    tag: str,
+    files: Sequence[Path],
+    sbom: Path,
+) -> str:
+    """One released distribution as an OCI artifact, signed, its SBOM attested, verified.
+
+    The wheel and sdist go in one layer on the empty base (``crane append --oci-empty-base``),
+    so ``crane export`` gives back exactly the files that were built; the reference returned is
+    ``<registry>/<repository>@sha256:…``, the digest the signature and the attestation name.
+    """
+    with tempfile.TemporaryDirectory(prefix="package-") as tmp:
+        layer = _layer([*files, sbom], Path(tmp) / "layer.tar")
+        said = tools.run(tools.crane, "append", "--oci-empty-base", "-f", str(layer), "-t",
+                         f"{registry}/{repository}:{tag}", stdout=True)  # fmt: skip
+    digest = _pushed(said)
+    if not DIGEST.fullmatch(digest):
+        raise ArtifactError(f"crane append named no digest for {repository}:{tag}: {said[-500:]}")
+    reference = f"{registry}/{repository}@{digest}"
+    sign(tools, key, reference)
+    attest_sbom(tools, key, reference, sbom)
+    verify(tools, public_key, reference, attestation=True)
+    return reference
+
+
 def public_key_of(key: Path) -> Path:
     public = key.with_suffix(".pub")
     if not public.is_file():
@@ -556,7 +612,7 @@ def bundle(tools: Tools, record: Path, out: Path) -> Path:
 
 
 # ---------------------------------------------------------------------------- the command
-def _default_images() -> Path:
+def default_images() -> Path:
     run = os.environ.get("DYNCONF_TESTENV_RUN")
     return (Path(run) if run else REPO / ".testenv") / "images"
 
@@ -572,7 +628,7 @@ def main(argv: Sequence[str]) -> int:
     publish_args.add_argument("--registry", required=True, help="host:port[/path] to push to")
     publish_args.add_argument("--key", required=True, type=Path, help="the cosign private key")
     publish_args.add_argument("--public-key", type=Path, help="default: the key's .pub twin")
-    publish_args.add_argument("--images", type=Path, default=_default_images(),
+    publish_args.add_argument("--images", type=Path, default=default_images(),
                               help="the built archives (default: <run>/images)")  # fmt: skip
     publish_args.add_argument("--out", type=Path, default=REPO / "dist" / "artifacts")
     bundle_args = sub.add_parser("bundle", help="write the air-gap tarball of a release")

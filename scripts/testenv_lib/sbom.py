@@ -1,4 +1,5 @@
-"""A CycloneDX 1.5 SBOM of one built image: every Python distribution and Debian package in it.
+"""CycloneDX 1.5 SBOMs: of one built image (every Python distribution and Debian package in it),
+and of one released package (its wheel and sdist, and what ``uv.lock`` pins beneath it).
 
 The image builder (``images.py``) knows exactly what went in, so the SBOM is written from
 that knowledge rather than by scanning the finished layer:
@@ -100,6 +101,32 @@ def image_sbom(
         "components": components,
         "dependencies": [
             {"ref": purl, "dependsOn": [c["bom-ref"] for c in components]},
+        ],
+    }
+
+
+def package_sbom(
+    name: str, version: str, files: list[tuple[str, str]], locked: list[tuple[str, str]]
+) -> dict[str, Any]:
+    """The CycloneDX document of one released distribution: ``files`` are its built artifacts
+    (file name, SHA-256), ``locked`` the ``(name, version)`` of every distribution ``uv.lock``
+    pins beneath it, as the release's SBOM attestation carries them."""
+    subject = _pypi(name, version)
+    subject["hashes"] = [{"alg": "SHA-256", "content": digest} for _file, digest in files]
+    subject["properties"] = [{"name": "dynconf:file", "value": file} for file, _digest in files]
+    components = [_pypi(n, v) for n, v in sorted(locked, key=lambda item: normalise(item[0]))]
+    return {
+        "bomFormat": "CycloneDX",
+        "specVersion": SPEC_VERSION,
+        "serialNumber": f"urn:uuid:{uuid.uuid5(uuid.NAMESPACE_URL, subject['purl'])}",
+        "version": 1,
+        "metadata": {
+            "tools": {"components": [{"type": "application", "name": "scripts/release"}]},
+            "component": subject,
+        },
+        "components": components,
+        "dependencies": [
+            {"ref": subject["bom-ref"], "dependsOn": [c["bom-ref"] for c in components]}
         ],
     }
 

@@ -28,9 +28,11 @@ def _git(repo: Path, *argv: str) -> str:
 
 @pytest.fixture
 def clone(tmp_path: Path) -> Path:
-    """A clone of the committed tree with a committer, so the release can commit and tag."""
+    """A clone of the committed tree with a committer, so the release can commit and tag; without
+    the tags (main carries the first release's, which these releases would meet)."""
     target = tmp_path / "repo"
-    subprocess.run(["git", "clone", "--quiet", "--shared", str(REPO), str(target)], check=True)
+    subprocess.run(["git", "clone", "--quiet", "--shared", "--no-tags", str(REPO), str(target)],
+                   check=True)  # fmt: skip
     _git(target, "config", "user.email", "release-test@example.invalid")
     _git(target, "config", "user.name", "release test")
     return target
@@ -203,3 +205,24 @@ def test_a_core_release_outside_the_ranges_the_stores_declare_is_refused(
         "change, or release dynconf-core within them\n"
     )
     assert _git(clone, "tag", "--list") == ""
+
+
+def test_registry_and_key_go_together(clone: Path, uv_bin: Uv) -> None:
+    result = _release(clone, uv_bin, "dynconf-store-redis", "0.1.0", "--registry", "127.0.0.1:1")
+    assert result.returncode == 2
+    assert "--registry and --key go together" in result.stderr
+    assert _git(clone, "tag", "--list") == ""
+
+
+def test_a_dry_run_with_a_registry_names_the_publish_before_the_tag(
+    clone: Path, uv_bin: Uv
+) -> None:
+    result = _release(clone, uv_bin, "dynconf-store-redis", "0.1.0", "--dry-run",
+                      "--registry", "127.0.0.1:5000", "--key", "cosign.key")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[-2:] == [
+        "release: would publish dynconf-store-redis 0.1.0, the images and the chart to "
+        "127.0.0.1:5000, signed",
+        "release: would tag dynconf-store-redis-v0.1.0",
+    ]
