@@ -417,6 +417,69 @@ def test_the_bundle_loads_into_a_second_registry_verifies_there_and_installs(
         _assert_installed_from(release, kube_node, released.record, registry)
 
 
+# ---------------------------------------------------------------------------- one package
+def _git(repo: Path, *argv: str) -> str:
+    return _run(["git", "-C", str(repo), *argv], timeout=60)
+
+
+def test_one_command_releases_a_package_then_the_images_and_the_chart_signed(
+    oci_registry: Callable[[], OciRegistry],
+    project_image: ProjectImage,
+    signing_key: Keys,
+    crane_bin: Path,
+    cosign_bin: Path,
+    helm_bin: Path,
+    uv_bin: Uv,
+    tmp_path: Path,
+) -> None:
+    """``scripts/release PACKAGE VERSION --registry --key`` in a clone: the store's wheel and
+    sdist as a signed OCI artifact with its SBOM attested, the images and the chart, then the tag."""
+    archives = [project_image(name).archive for name in IMAGES]
+    registry = oci_registry()
+    clone = tmp_path / "repo"
+    _run(["git", "clone", "--quiet", "--shared", "--no-tags", str(REPO), str(clone)], timeout=120)
+    _git(clone, "config", "user.email", "release-test@example.invalid")
+    _git(clone, "config", "user.name", "release test")
+    changelog = clone / "packages" / "dynconf-store-redis" / "CHANGELOG.md"
+    changelog.write_text(changelog.read_text().replace(
+        "## [Unreleased]\n", "## [Unreleased]\n\n### Fixed\n\n- A reconnect after a failover.\n", 1))  # fmt: skip
+    _git(clone, "commit", "--quiet", "-am", "redis: an unreleased fix")
+    out = tmp_path / "out"
+    began = time.monotonic()
+    said = _run([sys.executable, str(clone / "scripts" / "release"), "dynconf-store-redis",
+                 "0.1.1", "--registry", registry.address, "--key", str(signing_key.private),
+                 "--images", str(archives[0].parent), "--out", str(out)],
+                env={**uv_bin.env(), **_tools_env(crane_bin, cosign_bin, helm_bin)})  # fmt: skip
+    took = time.monotonic() - began
+    print(f"\nrelease: one package, the images and the chart in {took:.1f} s\n{said}")
+
+    reference = f"{registry.address}/packages/dynconf-store-redis:0.1.1"
+    [signed] = _verify(cosign_bin, signing_key.public, reference)
+    envelope = json.loads(_run([str(cosign_bin), "verify-attestation", "--key",
+                                str(signing_key.public), "--insecure-ignore-tlog", "--type",
+                                "cyclonedx", reference], timeout=120).splitlines()[0])  # fmt: skip
+    predicate = json.loads(base64.b64decode(envelope["payload"]))["predicate"]
+    listed = _purls(predicate, "pypi")
+    layer = tmp_path / "package.tar"
+    with layer.open("wb") as sink:
+        subprocess.run([str(crane_bin), "export", reference, "-"], stdout=sink, check=True,
+                       timeout=120)  # fmt: skip
+    with tarfile.open(layer) as tar:
+        shipped = {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}  # type: ignore[union-attr]
+    dist = clone / "dist" / "dynconf-store-redis-0.1.1"
+    built = {p.name: p.read_bytes() for p in dist.iterdir() if p.name.endswith((".whl", ".gz"))}
+
+    assert signed["critical"]["image"]["docker-manifest-digest"].startswith("sha256:")
+    assert predicate["metadata"]["component"]["purl"] == "pkg:pypi/dynconf-store-redis@0.1.1"
+    assert {"redis", "dynconf-core", "pydantic"} <= set(listed), listed
+    assert {n: shipped[n] for n in built} == built, "the artifact holds the files that were built"
+    assert "dynconf-store-redis.cdx.json" in shipped
+    record = Published.load(out / "release.json")
+    assert record.chart_digest.startswith("sha256:") and set(record.images) == set(IMAGES)
+    assert _git(clone, "tag", "--list", "dynconf-store-redis-v0.1.1").strip()
+    assert "release: tagged dynconf-store-redis-v0.1.1" in said
+
+
 # ---------------------------------------------------------------------------- upgrade
 UPGRADE_VALUES: dict[str, Any] = {
     "webhook": {
