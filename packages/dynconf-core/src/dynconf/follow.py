@@ -6,13 +6,20 @@ render, a read before a reopen) therefore loses any change made between that rea
 prime, unless someone reads again. The rule, written once here for every follower (the
 sidecar agent, the node agent, ``dynconf render --watch``):
 
-* a **push** store is re-read every interval (a *resync*: a stream's failure mode is silence,
-  and the first resync also closes the window before the prime) and once before each
-  reopened watch;
-* a **poll** store (conditional / interval) is read once more *after* each watch's first
-  observation (a *catch-up*; the source reports it through ``on_watching``); when that read
-  finds a change, the watch's marker may hold something never delivered, so the watch is
-  reopened to prime on what was just read, and caught up again;
+* a **push** store is re-read every interval (a *resync*: a stream's failure mode is silence)
+  while its watch cannot vouch for itself, and once before each reopened watch. A watch
+  whose source reports its stream up (``on_watching``) and does not say it is down
+  (``connected``) vouches for the document: it is resynced only as a safety net, after
+  :data:`SAFETY_RESYNC` seconds without a report (or the interval, when that is longer).
+  Consul's blocking queries report each answer, so an idle Consul watch is never resynced;
+  a stream that reports only its opening (etcd, Redis) is resynced every five minutes;
+  a push source that reports nothing (the file store) every interval, as before;
+* a **poll** store (conditional / interval), and a push store that reports its stream up,
+  is read once more *after* each watch's first observation (a *catch-up*; the source
+  reports it through ``on_watching``): that closes the window before the prime. When a poll
+  store's catch-up finds a change, the watch's marker may hold something never delivered,
+  so the watch is reopened to prime on what was just read, and caught up again (a push
+  watch delivers every later change itself: it is not reopened);
 * until a first read succeeds (the store was down at start), the store is read on a backoff.
 
 :class:`StoreDriver` drives one built source from the loop whether it blocks (fetch in a
@@ -40,7 +47,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import Executor
 from dataclasses import dataclass
-from typing import Literal, cast
+from typing import Final, Literal, cast
 
 import anyio
 import anyio.lowlevel
@@ -62,6 +69,7 @@ from dynconf.stores import (
 )
 
 __all__ = [
+    "SAFETY_RESYNC",
     "AsyncSourceError",
     "Delivery",
     "FollowEvents",
@@ -77,6 +85,12 @@ Answer = Fetched | Absent
 Kind = Literal["first", "delivery", "resync", "reopen", "catch_up", "join", "rebuild"]
 
 _log = logging.getLogger("dynconf.follow")
+
+SAFETY_RESYNC: Final = 300.0
+"""Seconds a push watch that vouches for itself goes without a resync (the safety net for a
+stream that died silently while its source still thinks it is up); the interval when longer.
+The same five minutes as :class:`~dynconf.stores.Pace`'s ceiling: the longest any follower
+waits between two looks at the store."""
 
 
 def reason_of(error: BaseException) -> str:
@@ -380,9 +394,12 @@ class Follower:
         reread: bool = True,
         log: logging.Logger | None = None,
         extra: Mapping[str, object] | None = None,
+        safety: float = SAFETY_RESYNC,
     ) -> None:
         self._driver = driver
         self.interval = interval
+        self.safety = max(safety, interval)
+        """Seconds a vouching push watch goes without a resync (:data:`SAFETY_RESYNC`)."""
         self.slot = slot
         self.reread = reread
         self.events = events or FollowEvents()
@@ -399,6 +416,10 @@ class Follower:
         self._loop_thread: int | None = None
         self._token: anyio.lowlevel.EventLoopToken | None = None
         self._resync_busy = False
+        self._vouched_at: float | None = None
+        """When the current watch last reported its stream up (monotonic); None: never, or
+        it failed since."""
+        self._resynced_at = 0.0
         driver.set_hooks(self._hook_failed, self._hook_watching)
 
     @property
@@ -449,6 +470,18 @@ class Follower:
     def push(self) -> bool:
         return self.driver.capability is WatchCapability.PUSH
 
+    @property
+    def vouched(self) -> bool:
+        """The push watch vouches for the document now: its source reported the stream up
+        within :attr:`safety` seconds (or a resync read the store since), nothing failed
+        since, and the source does not say it is down. Then no resync is due."""
+        at = self._vouched_at
+        if at is None or not (self.push and self.watching and self.healthy):
+            return False
+        if self.driver.connected() is False:
+            return False
+        return time.monotonic() - max(at, self._resynced_at) < self.safety
+
     async def run(self, *, read_first: bool = False) -> None:
         """Watch, resync and catch up until cancelled.
 
@@ -468,11 +501,13 @@ class Follower:
     # ------------------------------------------------------------------ hooks
     def _hook_failed(self, error: BaseException) -> None:
         self.healthy = False
+        self._vouched_at = None
         self.events.watch_failed()
         self._watch_call(error)
 
     def _hook_watching(self) -> None:
         self.healthy = True
+        self._vouched_at = time.monotonic()
         self.events.watching()
         self._signal_observed()
         self._watch_call(None)
@@ -519,7 +554,11 @@ class Follower:
                 await self._read_into_slot("reopen")
             opened += 1
             started = time.monotonic()
-            reason = await self._watch_once(catch_up=not self.push and self.reread)
+            self._vouched_at = None  # a new watch vouches once its source reports it up
+            # a push watch that reports itself up is caught up like a poll watch: the one
+            # read that closes the window before its prime (it is not resynced after)
+            catch_up = self.reread and (not self.push or self.driver.reports_watching)
+            reason = await self._watch_once(catch_up=catch_up)
             if reason is None:
                 continue  # re-primed on purpose (see _watch_once): not a failure
             self.watching = False
@@ -569,7 +608,9 @@ class Follower:
         if answer is None or (before is not None and same_document(answer, before)):
             return False
         self.put(answer, "reopen")
-        return before is not None
+        # a poll watch's marker may hold what was never delivered: re-prime it on this read;
+        # a push watch delivers every later change itself
+        return before is not None and not self.push
 
     def _deliver(self, delivery: Delivery) -> None:
         self.events.delivered()
@@ -594,12 +635,13 @@ class Follower:
             if not self.push:
                 return  # a poll store is asked by its own watch at the interval
             await anyio.sleep(self.interval)
-            if not self._resync_busy:
+            if not self._resync_busy and not self.vouched:
                 tg.start_soon(self._resync_once)
 
     async def _resync_once(self) -> None:
         self._resync_busy = True
         try:
-            await self._read_into_slot("resync")
+            if await self._read_into_slot("resync"):
+                self._resynced_at = time.monotonic()
         finally:
             self._resync_busy = False

@@ -4,9 +4,11 @@ First fetch before any watch, then three tasks share one :class:`~.metrics.Agent
 
 * the **follower** (:class:`dynconf.follow.Follower`, the one shared with the node agent and
   ``dynconf render --watch``) runs the store's own ``changes`` into a latest-wins slot,
-  reopens it after a backoff, resyncs a push store every ``--watch`` seconds and catches a
-  poll store up after each prime, so a change made between a read and a watch's prime is not
-  lost; its events feed ``watch_connected``, ``watch_reconnects_total``, ``resyncs_total``;
+  reopens it after a backoff, resyncs a push store every ``--watch`` seconds while its watch
+  cannot vouch for itself (a Consul watch that answers its blocking queries is not resynced),
+  and catches a watch up after each prime, so a change made between a read and a watch's
+  prime is not lost; its events feed ``watch_connected``, ``watch_reconnects_total``,
+  ``resyncs_total``;
 * the **consumer** renders each delivered document through dynconf's pipeline (all outputs or
   none), skips an unchanged one, holds one the canary does not admit, publishes, notifies;
 * the **ticker** checks drift, trust material and the canary every interval.
@@ -430,6 +432,10 @@ class WatchLoop:
             ):
                 # a poll store that reports failures but not its quiet successes: no failure
                 # is a read (one that reports each poll keeps staleness exact on its own)
+                self.state.read_succeeded()
+            elif follower.vouched:
+                # a push watch that vouches for the document is not resynced (dynconf.follow):
+                # the open stream is what keeps the document fresh
                 self.state.read_succeeded()
             await self._reconcile()
             await self._check_trust()
