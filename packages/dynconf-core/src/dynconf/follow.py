@@ -47,15 +47,9 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import Executor
 from dataclasses import dataclass
-from typing import Final, Literal, cast
-
-import anyio
-import anyio.lowlevel
-import anyio.to_thread
-from anyio.abc import TaskGroup
+from typing import TYPE_CHECKING, Final, Literal, cast
 
 from dynconf.budget import BudgetExceeded, StoreCalls, ledger
-from dynconf.concurrency import call_soon_in_loop, run_blocking
 from dynconf.errors import BackendError, DynconfError, Origin
 from dynconf.stores import (
     Absent,
@@ -67,6 +61,15 @@ from dynconf.stores import (
     is_async_source,
     same_document,
 )
+
+if TYPE_CHECKING:
+    import anyio
+    import anyio.lowlevel
+    from anyio.abc import TaskGroup
+
+# anyio (and asyncio under it) is imported by the code that runs on a loop, not here: the one
+# blocking read (``fetch_once`` of a blocking source, the init agent's whole job) needs no
+# event loop, and importing one is a quarter of that process's start.
 
 __all__ = [
     "SAFETY_RESYNC",
@@ -123,6 +126,8 @@ class Slot:
     """Latest wins: a newer delivery replaces one the consumer has not taken yet."""
 
     def __init__(self) -> None:
+        import anyio
+
         self._item: Delivery | None = None
         self._ready = anyio.Event()
 
@@ -134,6 +139,8 @@ class Slot:
         return self._item is not None
 
     async def take(self) -> Delivery:
+        import anyio
+
         while self._item is None:
             await self._ready.wait()
             if self._item is None:
@@ -226,6 +233,8 @@ class StoreDriver:
         source: RemoteSource = self.source  # type: ignore[assignment]
 
         async def read() -> Answer:
+            import anyio.to_thread
+
             return await anyio.to_thread.run_sync(source.fetch, abandon_on_cancel=True)
 
         return await _counted_async(self.calls, read)
@@ -240,6 +249,11 @@ class StoreDriver:
         await self._watch_blocking(interval, deliver)
 
     async def _watch_blocking(self, interval: float, deliver: Callable[[Delivery], None]) -> None:
+        import anyio
+        import anyio.lowlevel
+
+        from dynconf.concurrency import call_soon_in_loop
+
         source: RemoteSource = self.source  # type: ignore[assignment]
         token = anyio.lowlevel.current_token()
         stop = threading.Event()
@@ -272,6 +286,9 @@ class StoreDriver:
             raise outcome[0]
 
     async def close(self) -> None:
+        import anyio
+        import anyio.to_thread
+
         if self.is_async:
             source_async: AsyncRemoteSource = self.source  # type: ignore[assignment]
             with anyio.move_on_after(2):
@@ -309,6 +326,8 @@ def fetch_once(
                 "with the async call",
                 origin=Origin.remote(driver.describe()),
             )
+        import anyio
+
         return anyio.run(_fetch_async_and_close, driver)
     blocking = cast(RemoteSource, source)
     try:
@@ -333,6 +352,8 @@ async def fetch_once_async(
     blocking = cast(RemoteSource, source)
 
     async def read() -> Answer:
+        from dynconf.concurrency import run_blocking
+
         return await run_blocking(blocking.fetch, executor=executor)
 
     return await _counted_async(driver.calls, read)
@@ -489,6 +510,9 @@ class Follower:
         answer of its own yet); otherwise a follower whose caller never read successfully
         retries on a backoff, starting one interval from now.
         """
+        import anyio
+        import anyio.lowlevel
+
         self._loop_thread = threading.get_ident()
         self._token = anyio.lowlevel.current_token()
         async with anyio.create_task_group() as tg:
@@ -539,10 +563,14 @@ class Follower:
             event.set()
             return
         if self._token is not None:
+            from dynconf.concurrency import call_soon_in_loop
+
             call_soon_in_loop(self._token, event.set)  # False: the loop is gone, nobody waits
 
     # ------------------------------------------------------------------ watch
     async def _watch_forever(self) -> None:
+        import anyio
+
         pace = self._pace()
         opened = 0
         while True:
@@ -575,6 +603,8 @@ class Follower:
 
     async def _watch_once(self, *, catch_up: bool) -> str | None:
         """Run the store's watch until it ends: why it ended, or None to re-prime it now."""
+        import anyio
+
         observed = anyio.Event()
         self._observed = observed
         realign: list[bool] = []
@@ -598,6 +628,8 @@ class Follower:
 
     async def _catch_up(self, observed: anyio.Event) -> bool:
         """Read after the watch's first observation; True when the read found a change."""
+        import anyio
+
         if self.driver.reports_watching:
             await observed.wait()
         else:
@@ -620,6 +652,8 @@ class Follower:
 
     # ------------------------------------------------------------------ resync
     async def _resync_forever(self, tg: TaskGroup, read_first: bool) -> None:
+        import anyio
+
         readable = self._pace()
         while True:
             if self.fresh_reads == 0:

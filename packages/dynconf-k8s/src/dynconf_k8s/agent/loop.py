@@ -52,6 +52,7 @@ from dynconf_k8s.agent.events import EventWriter
 from dynconf_k8s.agent.flags import AgentSettings
 from dynconf_k8s.agent.metrics import AgentMetrics, AgentState
 from dynconf_k8s.agent.notify import send_notification
+from dynconf_k8s.agent.once import AgentFatal, log_rendered
 from dynconf_k8s.agent.tracing import Tracing
 from dynconf_k8s.agent.trust import CONFIRM_DELAY, fingerprint
 
@@ -60,10 +61,6 @@ __all__ = ["AgentFatal", "WatchLoop"]
 log = logging.getLogger("dynconf_k8s.agent")
 
 BuildDriver = Callable[[], StoreDriver]
-
-
-class AgentFatal(Exception):
-    """The agent must exit 1; the message is the one log line that says why."""
 
 
 class _Rebuild(Exception):
@@ -182,10 +179,6 @@ class WatchLoop:
         except DynconfError as error:
             raise AgentFatal(f"the first render failed: {error}") from None
         return True
-
-    async def render_now(self, answer: Fetched) -> None:
-        """Render and publish one document outside the loop (init mode); raises on failure."""
-        await self._render(Delivery(answer, "first", time.monotonic()))
 
     async def _first_failed(self, reason: str) -> bool:
         disk = await anyio.to_thread.run_sync(
@@ -359,15 +352,7 @@ class WatchLoop:
                 lambda: publish(prepared, self.settings.request, after_files=after_files)
             )
         if not repair:
-            log.info(
-                "rendered",
-                extra={
-                    "files": [str(p) for p in result.paths],
-                    "bytes": result.size,
-                    "fingerprint": prepared.fingerprint,
-                    "revision": prepared.revision,
-                },
-            )
+            log_rendered(result, prepared)
 
     def _published(self, prepared: Prepared, *, repair: bool) -> None:
         self.on_disk = dict(prepared.outputs)
