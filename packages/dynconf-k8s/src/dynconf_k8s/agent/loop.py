@@ -40,10 +40,10 @@ from dynconf_k8s.agent.decide import (
     Action,
     Decision,
     Disk,
+    DriftCheck,
     Latest,
     Policy,
     decide,
-    drifted_files,
     latest_kind,
     recorded_disk,
     startup_disk,
@@ -129,6 +129,7 @@ class WatchLoop:
         """A document has been published since the agent started (the canary's first)."""
         self.on_disk: dict[Path, bytes] = {}
         """What this agent last wrote to each output (the drift check's reference)."""
+        self.drift_check = DriftCheck()
         self.policy = Policy(settings.startup_policy, settings.on_delete, settings.on_drift)
         self.follower = Follower(
             self.driver,
@@ -436,7 +437,12 @@ class WatchLoop:
 
     async def _observed_disk(self) -> Disk:
         """The files as they are now, against what this agent wrote; reports drift."""
-        drifted = await anyio.to_thread.run_sync(lambda: drifted_files(self.on_disk))
+        unsure = self.drift_check.unsure(self.on_disk)
+        drifted = (
+            await anyio.to_thread.run_sync(lambda: self.drift_check.drifted(unsure))
+            if unsure
+            else []
+        )
         if not drifted:
             self.state.drift = 0
             return recorded_disk(self.on_disk)
