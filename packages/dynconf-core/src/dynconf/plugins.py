@@ -521,17 +521,45 @@ def discover() -> Registry:
     return registry
 
 
+_DIST_INFO: Final = ".dist-info"
+
+
+def _dist_info_version(distribution: str) -> str | None:
+    """The version of ``distribution`` from the first ``<name>-<version>.dist-info`` directory
+    on ``sys.path`` (the one :mod:`importlib.metadata` would read), or ``None`` when none is
+    there (an egg, a zip: then ask :mod:`importlib.metadata`).
+
+    A locked start checks a dozen pins; :mod:`importlib.metadata` (with the ``email`` parser
+    under it) costs the init agent more than its whole plugin load, for a version that a
+    wheel's directory name already spells.
+    """
+    import sys
+
+    wanted = re.sub(r"[-_.]+", "_", distribution).lower() + "-"
+    for entry in sys.path:
+        try:
+            names = os.listdir(entry or ".")
+        except OSError:
+            continue
+        for name in names:
+            if name.endswith(_DIST_INFO) and name.lower().startswith(wanted):
+                version = name[len(wanted) : -len(_DIST_INFO)]
+                if version and "-" not in version:
+                    return version
+    return None
+
+
 def load_locked(lock: PluginLock, *, origin: str = "the plugin lock") -> Registry:
     """Load exactly the plugins a lock names; refuse a missing or different distribution."""
-    from importlib.metadata import PackageNotFoundError, version
-
     manager = _manager()
     registry = Registry(manager=manager)
     problems: list[str] = []
     for entry in lock.entries:
         try:
-            installed = version(entry.distribution)
-        except PackageNotFoundError:
+            installed = _dist_info_version(entry.distribution) or _metadata_version(
+                entry.distribution
+            )
+        except LookupError:
             problems.append(
                 f"{entry.distribution} {entry.version} is pinned by {origin} but not installed; "
                 "install it or regenerate the lock"
@@ -568,6 +596,16 @@ def load_locked(lock: PluginLock, *, origin: str = "the plugin lock") -> Registr
         # a lock is a promise: a process started with one loads all of it or refuses to start
         raise BackendError("; ".join(problems))
     return registry
+
+
+def _metadata_version(distribution: str) -> str:
+    """:func:`importlib.metadata.version`; ``LookupError`` when it is not installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(distribution)
+    except PackageNotFoundError:
+        raise LookupError(distribution) from None
 
 
 def lock_from(registry: Registry) -> PluginLock:

@@ -153,3 +153,29 @@ def test_a_one_shot_render_loads_the_plugins_once(tmp_path: Path, locked: bool) 
         env=env,
     )  # fmt: skip
     assert json.loads(result.stdout.splitlines()[-1]) == ["load_locked" if locked else "discover"]
+
+
+def test_a_locked_one_shot_render_reads_no_installed_metadata(tmp_path: Path) -> None:
+    """A locked start checks each pin against its wheel's ``.dist-info`` name: the metadata
+    library (and the ``email`` parser under it) is not imported for a dozen version checks."""
+    doc = tmp_path / "doc.json"
+    doc.write_text('{"a": 1}')
+    out = tmp_path / "out" / "app.json"
+    out.parent.mkdir()
+    lock = tmp_path / "plugins.lock"
+    dynconf = Path(sys.executable).with_name("dynconf")
+    subprocess.run([str(dynconf), "plugins", "lock", "--output", str(lock)], check=True,
+                   capture_output=True, env=_environment())  # fmt: skip
+    argv = ["--source", "file", "--key", str(doc), "--out", str(out)]
+    probe = (
+        "import json, os, sys\n"
+        "from dynconf_k8s.agent.main import run\n"
+        f"assert run({argv!r}, dict(os.environ)) == 0\n"
+        "print(json.dumps(sorted(sys.modules)))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60,
+        env={**_environment(), LOCK_ENV: str(lock)},
+    )  # fmt: skip
+    modules = set(json.loads(result.stdout.splitlines()[-1]))
+    assert {"importlib.metadata", "email"} & modules == set()
