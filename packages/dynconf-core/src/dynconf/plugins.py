@@ -524,29 +524,33 @@ def discover() -> Registry:
 _DIST_INFO: Final = ".dist-info"
 
 
-def _dist_info_version(distribution: str) -> str | None:
-    """The version of ``distribution`` from the first ``<name>-<version>.dist-info`` directory
-    on ``sys.path`` (the one :mod:`importlib.metadata` would read), or ``None`` when none is
-    there (an egg, a zip: then ask :mod:`importlib.metadata`).
+def _dist_info_versions() -> dict[str, str]:
+    """Each distribution's version from the first ``<name>-<version>.dist-info`` directory on
+    ``sys.path`` (the one :mod:`importlib.metadata` would read), keyed by normalised name.
 
     A locked start checks a dozen pins; :mod:`importlib.metadata` (with the ``email`` parser
-    under it) costs the init agent more than its whole plugin load, for a version that a
-    wheel's directory name already spells.
+    under it) costs the init agent more than its whole plugin load, for versions that the
+    wheels' directory names already spell. One listing per path entry, for every pin.
     """
     import sys
 
-    wanted = re.sub(r"[-_.]+", "_", distribution).lower() + "-"
+    found: dict[str, str] = {}
     for entry in sys.path:
         try:
             names = os.listdir(entry or ".")
         except OSError:
             continue
         for name in names:
-            if name.endswith(_DIST_INFO) and name.lower().startswith(wanted):
-                version = name[len(wanted) : -len(_DIST_INFO)]
-                if version and "-" not in version:
-                    return version
-    return None
+            if not name.endswith(_DIST_INFO):
+                continue
+            project, _, version = name[: -len(_DIST_INFO)].rpartition("-")
+            if project and version:
+                found.setdefault(_normalised(project), version)
+    return found
+
+
+def _normalised(distribution: str) -> str:
+    return re.sub(r"[-_.]+", "_", distribution).lower()
 
 
 def load_locked(lock: PluginLock, *, origin: str = "the plugin lock") -> Registry:
@@ -554,9 +558,10 @@ def load_locked(lock: PluginLock, *, origin: str = "the plugin lock") -> Registr
     manager = _manager()
     registry = Registry(manager=manager)
     problems: list[str] = []
+    wheels = _dist_info_versions()
     for entry in lock.entries:
         try:
-            installed = _dist_info_version(entry.distribution) or _metadata_version(
+            installed = wheels.get(_normalised(entry.distribution)) or _metadata_version(
                 entry.distribution
             )
         except LookupError:
