@@ -72,6 +72,7 @@ if TYPE_CHECKING:
 # event loop, and importing one is a quarter of that process's start.
 
 __all__ = [
+    "HANDOFF_GRACE",
     "SAFETY_RESYNC",
     "AsyncSourceError",
     "Delivery",
@@ -88,6 +89,13 @@ Answer = Fetched | Absent
 Kind = Literal["first", "delivery", "resync", "reopen", "catch_up", "join", "rebuild"]
 
 _log = logging.getLogger("dynconf.follow")
+
+HANDOFF_GRACE: Final = 0.01
+"""Seconds a blocking watch waits after handing a change to the loop, before it asks the
+store again. Building the next request (a blocking query through requests) is a millisecond
+or two of Python holding the GIL, which the render of the change just handed over would
+otherwise wait out: a third of a Consul change's way to the file. A change made meanwhile is
+not lost (the next request answers it at once) and waits at most this long."""
 
 SAFETY_RESYNC: Final = 300.0
 """Seconds a push watch that vouches for itself goes without a resync (the safety net for a
@@ -270,6 +278,9 @@ class StoreDriver:
                     delivery = Delivery(answer, "delivery", time.monotonic())
                     if not call_soon_in_loop(token, deliver, delivery):
                         return  # the loop is gone (shutdown): nothing to hand over to
+                    # let the loop render it before this thread builds its next request
+                    if stop.wait(HANDOFF_GRACE):
+                        break
             except BaseException as error:
                 outcome.append(error)
             if not stop.is_set():

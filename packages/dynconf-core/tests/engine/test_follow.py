@@ -257,3 +257,56 @@ def test_a_push_watch_that_failed_since_its_report_is_resynced_every_interval(
     doc.write_text('{"v": 1}')
     source = ReportsItsStream(FileSource(doc, "json"), fail=True)
     assert _resyncs_over(source, 1.0, interval=0.1, safety=0.6) >= 5
+
+
+class TimesItsRequests:
+    """The real file source; its watch notes when it is asked for the next answer after
+    each one it yields (the moment a store's watch would build its next request)."""
+
+    def __init__(self, inner: FileSource, count: int) -> None:
+        self.inner = inner
+        self.capability = WatchCapability.PUSH
+        self.count = count
+        self.gaps: list[float] = []
+
+    def fetch(self) -> Fetched | Absent:
+        return self.inner.fetch()
+
+    def describe(self) -> str:
+        return self.inner.describe()
+
+    def changes(self, interval: float, stop: Callable[[], bool]) -> Iterator[Fetched | Absent]:
+        import time
+
+        for _ in range(self.count):
+            answer = self.inner.fetch()
+            yielded = time.monotonic()
+            yield answer
+            self.gaps.append(time.monotonic() - yielded)
+        while not stop():
+            time.sleep(0.01)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def test_a_blocking_watch_asks_again_only_after_the_handoff_grace(tmp_path: Path) -> None:
+    from dynconf.follow import HANDOFF_GRACE
+
+    doc = tmp_path / "app.json"
+    doc.write_text('{"v": 1}')
+    source = TimesItsRequests(FileSource(doc, "json"), count=3)
+    driver = StoreDriver(source)
+
+    async def scenario() -> None:
+        follower = Follower(driver, 5.0, Slot())
+        follower.seen(await driver.fetch())
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(follower.run)
+            with anyio.fail_after(10):
+                while len(source.gaps) < 3:
+                    await anyio.sleep(0.01)
+            tg.cancel_scope.cancel()
+
+    anyio.run(scenario)
+    assert min(source.gaps) >= HANDOFF_GRACE * 0.9
