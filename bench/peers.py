@@ -22,8 +22,8 @@ is ahead, except for a throughput (req/s), where above 1 is. The rows:
   (``scripts/testenv``): both started fresh each round, then RSS (``VmRSS``) once the
   first render is on disk and settled, idle CPU over ``--idle`` seconds with no change (the
   agent at ``--watch 15``; the run time of every thread from ``/proc/<pid>/task/*/schedstat``,
-  nanoseconds, as % of one core; 15 s holds one resync of the agent), then ``--changes``
-  writes to each key, ours and the peer's in turn, each timed from just before the write
+  nanoseconds, as % of one core; 15 s holds one tick of the agent: its drift check), then
+  ``--changes`` writes to each key, ours and the peer's in turn, each timed from just before the write
   until the rendered file holds it (p50, p95 per round). The changes are ``--gap`` apart, past the watch floor
   (:data:`dynconf.stores.WATCH_FLOOR`, 0.5 s: the agent starts two queries of one watch at
   least that far apart, so a change that lands sooner after the previous one waits out the
@@ -31,8 +31,9 @@ is ahead, except for a throughput (req/s), where above 1 is. The rows:
 * one-shot start -> first render: ``dynamic-config-agent`` without ``--watch`` (the init
   container) vs ``consul-template -once``, a fresh output directory each run, the median of
   ``--runs`` runs per round; beside it the interpreter's floor measured in the same rounds:
-  ``python -c pass``, ``python -S -c pass``, ``import asyncio, requests`` (the libraries the
-  consul one-shot cannot start without) and ``import dynconf_k8s.agent.main``;
+  ``python -c pass``, ``python -S -c pass``, ``python -I -c 'import dynconf'``, ``import
+  consul`` (py-consul, the client the consul one-shot cannot start without: requests, ssl and
+  importlib.metadata under it) and ``import dynconf_k8s.agent.main``;
 * config server: ours (``dynamic-config-server``, one worker) and the book's Rust server
   (``cargo install dynamic-config-server``) serve the same files from the same server.toml;
   ``wrk`` (``apt-get install wrk``; else ``bench/configserver.py``'s asyncio generator, which
@@ -523,8 +524,9 @@ def one_shot_rows(options: argparse.Namespace, ct: Path | None, missing: str) ->
         ),
         "floor": Row("  floor: `python -c pass` (vs consul-template -once)", "ms"),
         "floor-S": Row("  floor: `python -S -c pass` (no site)", "ms"),
+        "floor-I": Row("  floor: `python -I -c 'import dynconf'` (the engine's package)", "ms"),
         "libs": Row(
-            "  `python -c 'import asyncio, requests'` (the loop, the consul client's HTTP)", "ms"
+            "  `python -c 'import consul'` (py-consul: requests, ssl, importlib.metadata)", "ms"
         ),
         "import": Row("  `python -c 'import dynconf_k8s.agent.main'`", "ms"),
     }
@@ -561,7 +563,8 @@ def one_shot_rows(options: argparse.Namespace, ct: Path | None, missing: str) ->
             (rows["one-shot"].ours, ours),
             (rows["floor"].ours, lambda: _timed([python, "-c", "pass"])),
             (rows["floor-S"].ours, lambda: _timed([python, "-S", "-c", "pass"])),
-            (rows["libs"].ours, lambda: _timed([python, "-c", "import asyncio, requests"])),
+            (rows["floor-I"].ours, lambda: _timed([python, "-I", "-c", "import dynconf"])),
+            (rows["libs"].ours, lambda: _timed([python, "-c", "import consul"])),
             (rows["import"].ours, lambda: _timed([python, "-c", "import dynconf_k8s.agent.main"])),
         ]
         if ct is not None:

@@ -82,6 +82,8 @@ def test_consul_and_one_shot_rows_run_against_the_test_consul(
         ("agent start → first render", "ms"),
         ("floor: `python -c pass`", "ms"),
         ("floor: `python -S -c pass`", "ms"),
+        ("floor: `python -I -c 'import dynconf'`", "ms"),
+        ("`python -c 'import consul'`", "ms"),
     ]:
         _measured_or_named_absent(_row(out, what), unit)
 

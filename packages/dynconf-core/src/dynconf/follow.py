@@ -6,13 +6,20 @@ render, a read before a reopen) therefore loses any change made between that rea
 prime, unless someone reads again. The rule, written once here for every follower (the
 sidecar agent, the node agent, ``dynconf render --watch``):
 
-* a **push** store is re-read every interval (a *resync*: a stream's failure mode is silence,
-  and the first resync also closes the window before the prime) and once before each
-  reopened watch;
-* a **poll** store (conditional / interval) is read once more *after* each watch's first
-  observation (a *catch-up*; the source reports it through ``on_watching``); when that read
-  finds a change, the watch's marker may hold something never delivered, so the watch is
-  reopened to prime on what was just read, and caught up again;
+* a **push** store is re-read every interval (a *resync*: a stream's failure mode is silence)
+  while its watch cannot vouch for itself, and once before each reopened watch. A watch
+  whose source reports its stream up (``on_watching``) and does not say it is down
+  (``connected``) vouches for the document: it is resynced only as a safety net, after
+  :data:`SAFETY_RESYNC` seconds without a report (or the interval, when that is longer).
+  Consul's blocking queries report each answer, so an idle Consul watch is never resynced;
+  a stream that reports only its opening (etcd, Redis) is resynced every five minutes;
+  a push source that reports nothing (the file store) every interval, as before;
+* a **poll** store (conditional / interval), and a push store that reports its stream up,
+  is read once more *after* each watch's first observation (a *catch-up*; the source
+  reports it through ``on_watching``): that closes the window before the prime. When a poll
+  store's catch-up finds a change, the watch's marker may hold something never delivered,
+  so the watch is reopened to prime on what was just read, and caught up again (a push
+  watch delivers every later change itself: it is not reopened);
 * until a first read succeeds (the store was down at start), the store is read on a backoff.
 
 :class:`StoreDriver` drives one built source from the loop whether it blocks (fetch in a
@@ -40,15 +47,9 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import Executor
 from dataclasses import dataclass
-from typing import Literal, cast
-
-import anyio
-import anyio.lowlevel
-import anyio.to_thread
-from anyio.abc import TaskGroup
+from typing import TYPE_CHECKING, Final, Literal, cast
 
 from dynconf.budget import BudgetExceeded, StoreCalls, ledger
-from dynconf.concurrency import call_soon_in_loop, run_blocking
 from dynconf.errors import BackendError, DynconfError, Origin
 from dynconf.stores import (
     Absent,
@@ -61,7 +62,18 @@ from dynconf.stores import (
     same_document,
 )
 
+if TYPE_CHECKING:
+    import anyio
+    import anyio.lowlevel
+    from anyio.abc import TaskGroup
+
+# anyio (and asyncio under it) is imported by the code that runs on a loop, not here: the one
+# blocking read (``fetch_once`` of a blocking source, the init agent's whole job) needs no
+# event loop, and importing one is a quarter of that process's start.
+
 __all__ = [
+    "HANDOFF_GRACE",
+    "SAFETY_RESYNC",
     "AsyncSourceError",
     "Delivery",
     "FollowEvents",
@@ -77,6 +89,19 @@ Answer = Fetched | Absent
 Kind = Literal["first", "delivery", "resync", "reopen", "catch_up", "join", "rebuild"]
 
 _log = logging.getLogger("dynconf.follow")
+
+HANDOFF_GRACE: Final = 0.01
+"""Seconds a blocking watch waits after handing a change to the loop, before it asks the
+store again. Building the next request (a blocking query through requests) is a millisecond
+or two of Python holding the GIL, which the render of the change just handed over would
+otherwise wait out: a third of a Consul change's way to the file. A change made meanwhile is
+not lost (the next request answers it at once) and waits at most this long."""
+
+SAFETY_RESYNC: Final = 300.0
+"""Seconds a push watch that vouches for itself goes without a resync (the safety net for a
+stream that died silently while its source still thinks it is up); the interval when longer.
+The same five minutes as :class:`~dynconf.stores.Pace`'s ceiling: the longest any follower
+waits between two looks at the store."""
 
 
 def reason_of(error: BaseException) -> str:
@@ -109,6 +134,8 @@ class Slot:
     """Latest wins: a newer delivery replaces one the consumer has not taken yet."""
 
     def __init__(self) -> None:
+        import anyio
+
         self._item: Delivery | None = None
         self._ready = anyio.Event()
 
@@ -120,6 +147,8 @@ class Slot:
         return self._item is not None
 
     async def take(self) -> Delivery:
+        import anyio
+
         while self._item is None:
             await self._ready.wait()
             if self._item is None:
@@ -212,6 +241,8 @@ class StoreDriver:
         source: RemoteSource = self.source  # type: ignore[assignment]
 
         async def read() -> Answer:
+            import anyio.to_thread
+
             return await anyio.to_thread.run_sync(source.fetch, abandon_on_cancel=True)
 
         return await _counted_async(self.calls, read)
@@ -226,6 +257,11 @@ class StoreDriver:
         await self._watch_blocking(interval, deliver)
 
     async def _watch_blocking(self, interval: float, deliver: Callable[[Delivery], None]) -> None:
+        import anyio
+        import anyio.lowlevel
+
+        from dynconf.concurrency import call_soon_in_loop
+
         source: RemoteSource = self.source  # type: ignore[assignment]
         token = anyio.lowlevel.current_token()
         stop = threading.Event()
@@ -242,6 +278,9 @@ class StoreDriver:
                     delivery = Delivery(answer, "delivery", time.monotonic())
                     if not call_soon_in_loop(token, deliver, delivery):
                         return  # the loop is gone (shutdown): nothing to hand over to
+                    # let the loop render it before this thread builds its next request
+                    if stop.wait(HANDOFF_GRACE):
+                        break
             except BaseException as error:
                 outcome.append(error)
             if not stop.is_set():
@@ -258,6 +297,9 @@ class StoreDriver:
             raise outcome[0]
 
     async def close(self) -> None:
+        import anyio
+        import anyio.to_thread
+
         if self.is_async:
             source_async: AsyncRemoteSource = self.source  # type: ignore[assignment]
             with anyio.move_on_after(2):
@@ -295,6 +337,8 @@ def fetch_once(
                 "with the async call",
                 origin=Origin.remote(driver.describe()),
             )
+        import anyio
+
         return anyio.run(_fetch_async_and_close, driver)
     blocking = cast(RemoteSource, source)
     try:
@@ -319,6 +363,8 @@ async def fetch_once_async(
     blocking = cast(RemoteSource, source)
 
     async def read() -> Answer:
+        from dynconf.concurrency import run_blocking
+
         return await run_blocking(blocking.fetch, executor=executor)
 
     return await _counted_async(driver.calls, read)
@@ -380,9 +426,12 @@ class Follower:
         reread: bool = True,
         log: logging.Logger | None = None,
         extra: Mapping[str, object] | None = None,
+        safety: float = SAFETY_RESYNC,
     ) -> None:
         self._driver = driver
         self.interval = interval
+        self.safety = max(safety, interval)
+        """Seconds a vouching push watch goes without a resync (:data:`SAFETY_RESYNC`)."""
         self.slot = slot
         self.reread = reread
         self.events = events or FollowEvents()
@@ -399,6 +448,10 @@ class Follower:
         self._loop_thread: int | None = None
         self._token: anyio.lowlevel.EventLoopToken | None = None
         self._resync_busy = False
+        self._vouched_at: float | None = None
+        """When the current watch last reported its stream up (monotonic); None: never, or
+        it failed since."""
+        self._resynced_at = 0.0
         driver.set_hooks(self._hook_failed, self._hook_watching)
 
     @property
@@ -449,6 +502,18 @@ class Follower:
     def push(self) -> bool:
         return self.driver.capability is WatchCapability.PUSH
 
+    @property
+    def vouched(self) -> bool:
+        """The push watch vouches for the document now: its source reported the stream up
+        within :attr:`safety` seconds (or a resync read the store since), nothing failed
+        since, and the source does not say it is down. Then no resync is due."""
+        at = self._vouched_at
+        if at is None or not (self.push and self.watching and self.healthy):
+            return False
+        if self.driver.connected() is False:
+            return False
+        return time.monotonic() - max(at, self._resynced_at) < self.safety
+
     async def run(self, *, read_first: bool = False) -> None:
         """Watch, resync and catch up until cancelled.
 
@@ -456,6 +521,9 @@ class Follower:
         answer of its own yet); otherwise a follower whose caller never read successfully
         retries on a backoff, starting one interval from now.
         """
+        import anyio
+        import anyio.lowlevel
+
         self._loop_thread = threading.get_ident()
         self._token = anyio.lowlevel.current_token()
         async with anyio.create_task_group() as tg:
@@ -468,11 +536,13 @@ class Follower:
     # ------------------------------------------------------------------ hooks
     def _hook_failed(self, error: BaseException) -> None:
         self.healthy = False
+        self._vouched_at = None
         self.events.watch_failed()
         self._watch_call(error)
 
     def _hook_watching(self) -> None:
         self.healthy = True
+        self._vouched_at = time.monotonic()
         self.events.watching()
         self._signal_observed()
         self._watch_call(None)
@@ -504,10 +574,14 @@ class Follower:
             event.set()
             return
         if self._token is not None:
+            from dynconf.concurrency import call_soon_in_loop
+
             call_soon_in_loop(self._token, event.set)  # False: the loop is gone, nobody waits
 
     # ------------------------------------------------------------------ watch
     async def _watch_forever(self) -> None:
+        import anyio
+
         pace = self._pace()
         opened = 0
         while True:
@@ -519,7 +593,11 @@ class Follower:
                 await self._read_into_slot("reopen")
             opened += 1
             started = time.monotonic()
-            reason = await self._watch_once(catch_up=not self.push and self.reread)
+            self._vouched_at = None  # a new watch vouches once its source reports it up
+            # a push watch that reports itself up is caught up like a poll watch: the one
+            # read that closes the window before its prime (it is not resynced after)
+            catch_up = self.reread and (not self.push or self.driver.reports_watching)
+            reason = await self._watch_once(catch_up=catch_up)
             if reason is None:
                 continue  # re-primed on purpose (see _watch_once): not a failure
             self.watching = False
@@ -536,6 +614,8 @@ class Follower:
 
     async def _watch_once(self, *, catch_up: bool) -> str | None:
         """Run the store's watch until it ends: why it ended, or None to re-prime it now."""
+        import anyio
+
         observed = anyio.Event()
         self._observed = observed
         realign: list[bool] = []
@@ -559,6 +639,8 @@ class Follower:
 
     async def _catch_up(self, observed: anyio.Event) -> bool:
         """Read after the watch's first observation; True when the read found a change."""
+        import anyio
+
         if self.driver.reports_watching:
             await observed.wait()
         else:
@@ -569,7 +651,9 @@ class Follower:
         if answer is None or (before is not None and same_document(answer, before)):
             return False
         self.put(answer, "reopen")
-        return before is not None
+        # a poll watch's marker may hold what was never delivered: re-prime it on this read;
+        # a push watch delivers every later change itself
+        return before is not None and not self.push
 
     def _deliver(self, delivery: Delivery) -> None:
         self.events.delivered()
@@ -579,6 +663,8 @@ class Follower:
 
     # ------------------------------------------------------------------ resync
     async def _resync_forever(self, tg: TaskGroup, read_first: bool) -> None:
+        import anyio
+
         readable = self._pace()
         while True:
             if self.fresh_reads == 0:
@@ -594,12 +680,13 @@ class Follower:
             if not self.push:
                 return  # a poll store is asked by its own watch at the interval
             await anyio.sleep(self.interval)
-            if not self._resync_busy:
+            if not self._resync_busy and not self.vouched:
                 tg.start_soon(self._resync_once)
 
     async def _resync_once(self) -> None:
         self._resync_busy = True
         try:
-            await self._read_into_slot("resync")
+            if await self._read_into_slot("resync"):
+                self._resynced_at = time.monotonic()
         finally:
             self._resync_busy = False

@@ -521,17 +521,50 @@ def discover() -> Registry:
     return registry
 
 
+_DIST_INFO: Final = ".dist-info"
+
+
+def _dist_info_versions() -> dict[str, str]:
+    """Each distribution's version from the first ``<name>-<version>.dist-info`` directory on
+    ``sys.path`` (the one :mod:`importlib.metadata` would read), keyed by normalised name.
+
+    A locked start checks a dozen pins; :mod:`importlib.metadata` (with the ``email`` parser
+    under it) costs the init agent more than its whole plugin load, for versions that the
+    wheels' directory names already spell. One listing per path entry, for every pin.
+    """
+    import sys
+
+    found: dict[str, str] = {}
+    for entry in sys.path:
+        try:
+            names = os.listdir(entry or ".")
+        except OSError:
+            continue
+        for name in names:
+            if not name.endswith(_DIST_INFO):
+                continue
+            project, _, version = name[: -len(_DIST_INFO)].rpartition("-")
+            if project and version:
+                found.setdefault(_normalised(project), version)
+    return found
+
+
+def _normalised(distribution: str) -> str:
+    return re.sub(r"[-_.]+", "_", distribution).lower()
+
+
 def load_locked(lock: PluginLock, *, origin: str = "the plugin lock") -> Registry:
     """Load exactly the plugins a lock names; refuse a missing or different distribution."""
-    from importlib.metadata import PackageNotFoundError, version
-
     manager = _manager()
     registry = Registry(manager=manager)
     problems: list[str] = []
+    wheels = _dist_info_versions()
     for entry in lock.entries:
         try:
-            installed = version(entry.distribution)
-        except PackageNotFoundError:
+            installed = wheels.get(_normalised(entry.distribution)) or _metadata_version(
+                entry.distribution
+            )
+        except LookupError:
             problems.append(
                 f"{entry.distribution} {entry.version} is pinned by {origin} but not installed; "
                 "install it or regenerate the lock"
@@ -568,6 +601,16 @@ def load_locked(lock: PluginLock, *, origin: str = "the plugin lock") -> Registr
         # a lock is a promise: a process started with one loads all of it or refuses to start
         raise BackendError("; ".join(problems))
     return registry
+
+
+def _metadata_version(distribution: str) -> str:
+    """:func:`importlib.metadata.version`; ``LookupError`` when it is not installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(distribution)
+    except PackageNotFoundError:
+        raise LookupError(distribution) from None
 
 
 def lock_from(registry: Registry) -> PluginLock:

@@ -24,14 +24,23 @@ from dynconf.stores import Absent, Fetched, WatchCapability
 
 
 class ChangedBeforeThePrime:
-    """The real file source; its document is rewritten as ``changes`` starts."""
+    """The real file source; its document is rewritten as ``changes`` starts. ``reports``:
+    it reports its stream up once primed, as Consul's, etcd's and Redis's clients do."""
 
     def __init__(
-        self, inner: FileSource, change: Callable[[], None], capability: WatchCapability
+        self,
+        inner: FileSource,
+        change: Callable[[], None],
+        capability: WatchCapability,
+        *,
+        reports: bool = False,
     ) -> None:
         self.inner = inner
         self.change = [change]
         self.capability = capability
+        self.reports = reports
+        if reports:
+            self.on_watching: Callable[[], None] | None = None
 
     def fetch(self) -> Fetched | Absent:
         return self.inner.fetch()
@@ -42,20 +51,31 @@ class ChangedBeforeThePrime:
     def changes(self, interval: float, stop: Callable[[], bool]) -> Iterator[Fetched | Absent]:
         while self.change:
             self.change.pop()()
-        yield from self.inner.changes(interval, stop)
+        inner = self.inner.changes(interval, stop)
+        if self.reports:
+            report_watching(self)  # the stream is up (the change above is already made)
+        yield from inner
 
     def close(self) -> None:
         self.inner.close()
 
 
-@pytest.mark.parametrize("capability", [WatchCapability.PUSH, WatchCapability.INTERVAL])
+@pytest.mark.parametrize(
+    ("capability", "reports"),
+    [
+        (WatchCapability.PUSH, False),
+        (WatchCapability.PUSH, True),
+        (WatchCapability.INTERVAL, False),
+    ],
+    ids=["push-resynced", "push-reporting-caught-up", "poll-caught-up"],
+)
 def test_a_change_before_the_watch_primes_is_delivered(
-    tmp_path: Path, capability: WatchCapability
+    tmp_path: Path, capability: WatchCapability, reports: bool
 ) -> None:
     doc = tmp_path / "app.json"
     doc.write_text('{"v": 1}')
     source = ChangedBeforeThePrime(
-        FileSource(doc, "json"), lambda: doc.write_text('{"v": 2}'), capability
+        FileSource(doc, "json"), lambda: doc.write_text('{"v": 2}'), capability, reports=reports
     )
     driver = StoreDriver(source)
     seen: list[str] = []
@@ -158,3 +178,135 @@ def test_a_watch_thread_that_answers_after_the_loop_stopped_ends(
         assert not [t for t in watch_threads if t.is_alive()]
     finally:
         loop.close()
+
+
+class ReportsItsStream:
+    """The real file source, reporting its stream as a push store's client does: up once it
+    primed (etcd, Redis report only the opening), or a failure after it (``fail_after``)."""
+
+    def __init__(self, inner: FileSource, *, fail: bool = False) -> None:
+        self.inner = inner
+        self.capability = WatchCapability.PUSH
+        self.fail = fail
+        self.on_watching: Callable[[], None] | None = None
+        self.on_failure: Callable[[BaseException], None] | None = None
+
+    def fetch(self) -> Fetched | Absent:
+        return self.inner.fetch()
+
+    def describe(self) -> str:
+        return self.inner.describe()
+
+    def changes(self, interval: float, stop: Callable[[], bool]) -> Iterator[Fetched | Absent]:
+        report_watching(self)
+        if self.fail and self.on_failure is not None:
+            self.on_failure(ConnectionError("the stream broke"))
+        yield from self.inner.changes(interval, stop)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def _resyncs_over(source: object, seconds: float, *, interval: float, safety: float) -> int:
+    """How many resyncs a follower of ``source`` made in ``seconds``."""
+    from dynconf.follow import FollowEvents
+
+    kinds: list[str] = []
+
+    class Reads(FollowEvents):
+        def read(self, kind: str) -> None:
+            kinds.append(kind)
+
+    driver = StoreDriver(source)  # type: ignore[arg-type]
+
+    async def scenario() -> None:
+        follower = Follower(driver, interval, Slot(), events=Reads(), safety=safety)
+        follower.seen(await driver.fetch())
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(follower.run)
+            await anyio.sleep(seconds)
+            tg.cancel_scope.cancel()
+
+    anyio.run(scenario)
+    return kinds.count("resync")
+
+
+def test_a_push_watch_that_reports_its_stream_up_is_resynced_only_as_a_safety_net(
+    tmp_path: Path,
+) -> None:
+    doc = tmp_path / "app.json"
+    doc.write_text('{"v": 1}')
+    # a resync every 0.1 s is due only while the watch cannot vouch; it vouches for 0.6 s
+    # after its one report, then one safety resync vouches for the next 0.6 s
+    resyncs = _resyncs_over(
+        ReportsItsStream(FileSource(doc, "json")), 1.5, interval=0.1, safety=0.6
+    )
+    assert 1 <= resyncs <= 3
+
+
+def test_a_push_watch_that_reports_nothing_is_resynced_every_interval(tmp_path: Path) -> None:
+    doc = tmp_path / "app.json"
+    doc.write_text('{"v": 1}')
+    assert _resyncs_over(FileSource(doc, "json"), 1.0, interval=0.1, safety=0.6) >= 5
+
+
+def test_a_push_watch_that_failed_since_its_report_is_resynced_every_interval(
+    tmp_path: Path,
+) -> None:
+    doc = tmp_path / "app.json"
+    doc.write_text('{"v": 1}')
+    source = ReportsItsStream(FileSource(doc, "json"), fail=True)
+    assert _resyncs_over(source, 1.0, interval=0.1, safety=0.6) >= 5
+
+
+class TimesItsRequests:
+    """The real file source; its watch notes when it is asked for the next answer after
+    each one it yields (the moment a store's watch would build its next request)."""
+
+    def __init__(self, inner: FileSource, count: int) -> None:
+        self.inner = inner
+        self.capability = WatchCapability.PUSH
+        self.count = count
+        self.gaps: list[float] = []
+
+    def fetch(self) -> Fetched | Absent:
+        return self.inner.fetch()
+
+    def describe(self) -> str:
+        return self.inner.describe()
+
+    def changes(self, interval: float, stop: Callable[[], bool]) -> Iterator[Fetched | Absent]:
+        import time
+
+        for _ in range(self.count):
+            answer = self.inner.fetch()
+            yielded = time.monotonic()
+            yield answer
+            self.gaps.append(time.monotonic() - yielded)
+        while not stop():
+            time.sleep(0.01)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def test_a_blocking_watch_asks_again_only_after_the_handoff_grace(tmp_path: Path) -> None:
+    from dynconf.follow import HANDOFF_GRACE
+
+    doc = tmp_path / "app.json"
+    doc.write_text('{"v": 1}')
+    source = TimesItsRequests(FileSource(doc, "json"), count=3)
+    driver = StoreDriver(source)
+
+    async def scenario() -> None:
+        follower = Follower(driver, 5.0, Slot())
+        follower.seen(await driver.fetch())
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(follower.run)
+            with anyio.fail_after(10):
+                while len(source.gaps) < 3:
+                    await anyio.sleep(0.01)
+            tg.cancel_scope.cancel()
+
+    anyio.run(scenario)
+    assert min(source.gaps) >= HANDOFF_GRACE * 0.9

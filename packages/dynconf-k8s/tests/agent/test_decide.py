@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import inspect
 import itertools
+from pathlib import Path
 
 import pytest
 
-from dynconf_k8s.agent.decide import Action, Disk, Latest, Policy, decide
+from dynconf_k8s.agent.decide import Action, Disk, DriftCheck, Latest, Policy, decide
 from dynconf_k8s.vocabulary import ON_DELETE, ON_DRIFT, STARTUP_POLICIES
 
 CASES = list(
@@ -107,3 +108,21 @@ def test_nothing_published_by_this_run_is_never_emptied_after_start() -> None:
 
 def test_require_ack_is_not_an_input_of_what_is_written() -> None:
     assert "require_ack" not in inspect.signature(decide).parameters
+
+
+def test_the_drift_check_reads_back_only_a_file_something_touched(tmp_path: Path) -> None:
+    out = tmp_path / "app.json"
+    out.write_bytes(b"ours")
+    on_disk = {out: b"ours"}
+    check = DriftCheck()
+    assert check.drifted(check.unsure(on_disk)) == []  # read back once: intact
+    assert check.unsure(on_disk) == {}  # untouched since: nothing to read
+    out.write_bytes(b"ours")  # the same bytes written again: read back, still intact
+    assert check.unsure(on_disk) == on_disk
+    assert check.drifted(check.unsure(on_disk)) == []
+    scratch = tmp_path / "other"
+    scratch.write_bytes(b"theirs")
+    scratch.replace(out)  # renamed over it
+    assert check.drifted(check.unsure(on_disk)) == [out]
+    out.unlink()
+    assert check.drifted(check.unsure(on_disk)) == [out]

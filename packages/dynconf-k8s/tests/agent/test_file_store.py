@@ -551,3 +551,33 @@ def test_a_symlink_swapped_into_the_volume_is_never_followed(
             wait_file(out, lambda t, host=host: host in t)
     assert {p.name: p.read_text() for p in outside.iterdir()} == before
     assert process.proc.poll() is None
+
+
+def test_a_small_document_in_a_format_is_prepared_on_the_loop(tmp_path: Path) -> None:
+    """No worker-thread hop for a small document without a template or a schema (it costs
+    more than the parse); a large one, a template or a schema file goes to a worker."""
+    from dynconf.file_store import FileSource
+    from dynconf.follow import StoreDriver
+    from dynconf.stores import Fetched
+    from dynconf_k8s.agent.flags import parse_args
+    from dynconf_k8s.agent.loop import INLINE_PREPARE_BYTES, WatchLoop
+    from dynconf_k8s.agent.metrics import AgentMetrics, AgentState
+
+    doc = tmp_path / "doc.json"
+    doc.write_text("{}")
+    base = ["--source", "file", "--key", str(doc), "--out", str(tmp_path / "app.json")]
+
+    def loop(*extra: str) -> WatchLoop:
+        settings = parse_args([*base, "--watch", "1", *extra], {})
+        return WatchLoop(
+            settings, AgentMetrics(AgentState()), lambda: StoreDriver(FileSource(doc, "json"))
+        )
+
+    small = Fetched('{"a": 1}', "json")
+    large = Fetched('{"a": "' + "x" * INLINE_PREPARE_BYTES + '"}', "json")
+    schema = tmp_path / "schema.json"
+    schema.write_text("{}")
+    assert loop().prepares_on_the_loop(small)
+    assert not loop().prepares_on_the_loop(large)
+    assert not loop("--schema", str(schema)).prepares_on_the_loop(small)
+    assert not loop("--template-inline", "{{ a }}").prepares_on_the_loop(small)

@@ -6,9 +6,11 @@ in a fresh interpreter, never timed: prometheus-client (its exposition pulls in 
 ``wsgiref`` and ``email``; only the sidecar's metrics port needs it), the library engine
 (``dynconf.config`` and pydantic: the agent renders documents, it builds no models), a format
 the document is not in (TOML's parser and writer load with the first TOML), and the
-clients the operator and the templates use (kubernetes, jinja2). Every store's plugin module is
-imported at start (the registry names them all), so a plugin module imports its transport only
-in ``build()``: the git store's is checked here.
+clients the operator and the templates use (kubernetes, jinja2), and the sidecar's event loop
+(anyio and asyncio: one blocking read, render and write need none, and importing them was a
+quarter of the start). Every store's plugin module is imported at start (the registry names
+them all), so a plugin module imports its transport only in ``build()``: the git store's is
+checked here.
 """
 
 from __future__ import annotations
@@ -35,6 +37,9 @@ FORBIDDEN = (
     "dynconf_store_git.transport",
     "tomllib",
     "tomli_w",
+    "anyio",
+    "asyncio",
+    "dynconf_k8s.agent.loop",
 )
 
 
@@ -74,6 +79,31 @@ def test_a_one_shot_render_loads_no_metrics_client_engine_or_cluster_client(
     )
     assert json.loads(out.read_text()) == {"db": {"host": "db-1"}}
     assert _heavy(modules) == []
+
+
+def test_a_one_shot_render_starts_no_thread(tmp_path: Path) -> None:
+    doc = tmp_path / "doc.json"
+    doc.write_text('{"a": 1}')
+    out = tmp_path / "app.json"
+    argv = ["--source", "file", "--key", str(doc), "--out", str(out)]
+    probe = (
+        "import json, threading\n"
+        "from dynconf_k8s.agent.main import run\n"
+        "started = []\n"
+        "real = threading.Thread.start\n"
+        "def start(self):\n"
+        "    started.append(self.name)\n"
+        "    real(self)\n"
+        "threading.Thread.start = start\n"
+        f"assert run({argv!r}, {{}}) == 0\n"
+        "print(json.dumps(started))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60,
+        env=_environment(),
+    )  # fmt: skip
+    assert json.loads(result.stdout.splitlines()[-1]) == []
+    assert json.loads(out.read_text()) == {"a": 1}
 
 
 def test_the_first_scrape_builds_the_registry_with_prometheus_client() -> None:
@@ -123,3 +153,29 @@ def test_a_one_shot_render_loads_the_plugins_once(tmp_path: Path, locked: bool) 
         env=env,
     )  # fmt: skip
     assert json.loads(result.stdout.splitlines()[-1]) == ["load_locked" if locked else "discover"]
+
+
+def test_a_locked_one_shot_render_reads_no_installed_metadata(tmp_path: Path) -> None:
+    """A locked start checks each pin against its wheel's ``.dist-info`` name: the metadata
+    library (and the ``email`` parser under it) is not imported for a dozen version checks."""
+    doc = tmp_path / "doc.json"
+    doc.write_text('{"a": 1}')
+    out = tmp_path / "out" / "app.json"
+    out.parent.mkdir()
+    lock = tmp_path / "plugins.lock"
+    dynconf = Path(sys.executable).with_name("dynconf")
+    subprocess.run([str(dynconf), "plugins", "lock", "--output", str(lock)], check=True,
+                   capture_output=True, env=_environment())  # fmt: skip
+    argv = ["--source", "file", "--key", str(doc), "--out", str(out)]
+    probe = (
+        "import json, os, sys\n"
+        "from dynconf_k8s.agent.main import run\n"
+        f"assert run({argv!r}, dict(os.environ)) == 0\n"
+        "print(json.dumps(sorted(sys.modules)))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60,
+        env={**_environment(), LOCK_ENV: str(lock)},
+    )  # fmt: skip
+    modules = set(json.loads(result.stdout.splitlines()[-1]))
+    assert {"importlib.metadata", "email"} & modules == set()

@@ -54,6 +54,8 @@ def test_ca_rotated_rebuilds_the_client_in_place(
     process.wait_metric("tls_reloads_total", lambda v: v == 1)
     redis_server.client.set(key, json.dumps({"v": 2}))
     wait_file(out, lambda t: '"v": 2' in t)
+    # the file is renamed into place a moment before the render is counted
+    process.wait_metric("renders_total", lambda v: v >= 2)
     assert process.metric("renders_total") == 2  # the counters survived the rebuild
     assert process.proc.poll() is None
     redis_server.client.delete(key)

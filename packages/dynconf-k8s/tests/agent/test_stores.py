@@ -530,6 +530,25 @@ def test_store_down_at_start_without_a_cache_is_fatal(
     assert "holds nothing to serve" in process.events("agent_failed")[0]["reason"]
 
 
+def test_an_idle_consul_watch_is_not_resynced_and_stays_fresh(
+    agent: Start, consul: Harness, tmp_path: Path
+) -> None:
+    """Consul's watch is a blocking query that answers at least once a minute: while it is
+    connected it vouches for the document, so no resync is sent (the agent's idle CPU is the
+    peer's, not one HTTP request per --watch interval) and the document is not stale."""
+    consul.put({"v": 1})
+    out = tmp_path / "app.json"
+    process = _start(agent, consul, out, None, "--max-staleness", "2")
+    wait_file(out, lambda t: '"v": 1' in t)
+    process.wait_metric("watch_connected", lambda v: v == 1)
+    time.sleep(3.5)  # three --watch intervals with nothing changing
+    samples = process.scrape()
+    assert samples["dynamic_config_agent_resyncs_total"] == 0
+    assert samples["dynamic_config_agent_staleness_seconds"] <= 1
+    assert process.get("/readyz") == (200, "ok\n")
+    assert process.stop() == 0
+
+
 def test_one_shot_against_consul_is_quick(agent: Start, consul: Harness, tmp_path: Path) -> None:
     consul.put({"a": 1})
     out = tmp_path / "app.toml"

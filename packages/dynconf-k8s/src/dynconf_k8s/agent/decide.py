@@ -35,6 +35,8 @@ never what is written.
 from __future__ import annotations
 
 import enum
+import os
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,6 +53,7 @@ __all__ = [
     "Latest",
     "Policy",
     "decide",
+    "DriftCheck",
     "drifted_files",
     "latest_kind",
     "recorded_disk",
@@ -204,6 +207,56 @@ def recorded_disk(on_disk: Mapping[Path, bytes]) -> Disk:
 def drifted_files(on_disk: Mapping[Path, bytes]) -> list[Path]:
     """The outputs whose bytes are no longer what this agent wrote (blocking: reads files)."""
     return [path for path, data in on_disk.items() if read_published(path) != data]
+
+
+Stamp = tuple[int, int, int, int, int]
+"""A regular file's device, inode, size, modification and change times (nanoseconds)."""
+
+
+def file_stamp(path: Path) -> Stamp | None:
+    """The stamp of the regular file at ``path`` (a final symlink is not followed), or None."""
+    try:
+        info = os.stat(path, follow_symlinks=False)
+    except OSError:
+        return None
+    if not stat.S_ISREG(info.st_mode):
+        return None
+    return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+
+
+class DriftCheck:
+    """The interval's drift check, reading a file only when something may have touched it.
+
+    A file read back intact is remembered with the stamp taken *before* that read. While the
+    stamp stays the same the bytes do too: a rename over the file moves its inode, and any
+    write moves its change time, which no caller can set back (``utime`` sets it to now). So
+    an idle agent's check is one ``lstat`` per output on the loop, and only a file whose
+    stamp moved (or one never read back) is read again, off the loop, with
+    :func:`drifted_files`' comparison.
+    """
+
+    def __init__(self) -> None:
+        self._intact: dict[Path, Stamp] = {}
+
+    def unsure(self, on_disk: Mapping[Path, bytes]) -> dict[Path, bytes]:
+        """The outputs to read back (a stat each; cheap enough for the loop)."""
+        return {
+            path: data
+            for path, data in on_disk.items()
+            if (stamp := file_stamp(path)) is None or self._intact.get(path) != stamp
+        }
+
+    def drifted(self, unsure: Mapping[Path, bytes]) -> list[Path]:
+        """Read ``unsure`` back (blocking): the drifted ones; the intact ones are remembered."""
+        drifted = []
+        for path, data in unsure.items():
+            stamp = file_stamp(path)
+            if stamp is not None and read_published(path) == data:
+                self._intact[path] = stamp
+            else:
+                self._intact.pop(path, None)
+                drifted.append(path)
+        return drifted
 
 
 def startup_disk(request: RenderRequest, *, allow_cached: bool) -> Disk:

@@ -4,9 +4,11 @@ First fetch before any watch, then three tasks share one :class:`~.metrics.Agent
 
 * the **follower** (:class:`dynconf.follow.Follower`, the one shared with the node agent and
   ``dynconf render --watch``) runs the store's own ``changes`` into a latest-wins slot,
-  reopens it after a backoff, resyncs a push store every ``--watch`` seconds and catches a
-  poll store up after each prime, so a change made between a read and a watch's prime is not
-  lost; its events feed ``watch_connected``, ``watch_reconnects_total``, ``resyncs_total``;
+  reopens it after a backoff, resyncs a push store every ``--watch`` seconds while its watch
+  cannot vouch for itself (a Consul watch that answers its blocking queries is not resynced),
+  and catches a watch up after each prime, so a change made between a read and a watch's
+  prime is not lost; its events feed ``watch_connected``, ``watch_reconnects_total``,
+  ``resyncs_total``;
 * the **consumer** renders each delivered document through dynconf's pipeline (all outputs or
   none), skips an unchanged one, holds one the canary does not admit, publishes, notifies;
 * the **ticker** checks drift, trust material and the canary every interval.
@@ -22,6 +24,7 @@ import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Final
 
 import anyio
 import anyio.from_thread
@@ -38,10 +41,10 @@ from dynconf_k8s.agent.decide import (
     Action,
     Decision,
     Disk,
+    DriftCheck,
     Latest,
     Policy,
     decide,
-    drifted_files,
     latest_kind,
     recorded_disk,
     startup_disk,
@@ -50,6 +53,7 @@ from dynconf_k8s.agent.events import EventWriter
 from dynconf_k8s.agent.flags import AgentSettings
 from dynconf_k8s.agent.metrics import AgentMetrics, AgentState
 from dynconf_k8s.agent.notify import send_notification
+from dynconf_k8s.agent.once import AgentFatal, log_rendered
 from dynconf_k8s.agent.tracing import Tracing
 from dynconf_k8s.agent.trust import CONFIRM_DELAY, fingerprint
 
@@ -59,9 +63,10 @@ log = logging.getLogger("dynconf_k8s.agent")
 
 BuildDriver = Callable[[], StoreDriver]
 
-
-class AgentFatal(Exception):
-    """The agent must exit 1; the message is the one log line that says why."""
+INLINE_PREPARE_BYTES: Final = 64 * 1024
+"""A document at most this long, written in a format (no template to render, no schema file
+to read), is prepared on the loop: parsing and dumping it costs less than the two thread hops
+around a worker call, which were a third of a change's way to the file on a busy node."""
 
 
 class _Rebuild(Exception):
@@ -130,6 +135,7 @@ class WatchLoop:
         """A document has been published since the agent started (the canary's first)."""
         self.on_disk: dict[Path, bytes] = {}
         """What this agent last wrote to each output (the drift check's reference)."""
+        self.drift_check = DriftCheck()
         self.policy = Policy(settings.startup_policy, settings.on_delete, settings.on_drift)
         self.follower = Follower(
             self.driver,
@@ -180,10 +186,6 @@ class WatchLoop:
         except DynconfError as error:
             raise AgentFatal(f"the first render failed: {error}") from None
         return True
-
-    async def render_now(self, answer: Fetched) -> None:
-        """Render and publish one document outside the loop (init mode); raises on failure."""
-        await self._render(Delivery(answer, "first", time.monotonic()))
 
     async def _first_failed(self, reason: str) -> bool:
         disk = await anyio.to_thread.run_sync(
@@ -319,9 +321,12 @@ class WatchLoop:
             kind=delivery.kind,
             outputs=len(self.settings.request.outputs),
         ):
-            prepared = await anyio.to_thread.run_sync(
-                lambda: prepare(answer, self.settings.request, origin=origin)
-            )
+            if self.prepares_on_the_loop(answer):
+                prepared = prepare(answer, self.settings.request, origin=origin)
+            else:
+                prepared = await anyio.to_thread.run_sync(
+                    lambda: prepare(answer, self.settings.request, origin=origin)
+                )
         self._present()
         self._note_lease(answer)
         self.latest = prepared
@@ -336,6 +341,15 @@ class WatchLoop:
         await self._carry_out(decision, delivered=True)
         if published:
             self.metrics.reconcile.observe(max(0.0, time.monotonic() - started))
+
+    def prepares_on_the_loop(self, answer: Fetched) -> bool:
+        """Whether ``answer`` is prepared without a worker thread (:data:`INLINE_PREPARE_BYTES`)."""
+        request = self.settings.request
+        return (
+            len(answer.text) <= INLINE_PREPARE_BYTES
+            and request.schema is None
+            and all(spec.template is None for spec in request.outputs)
+        )
 
     async def _publish(self, prepared: Prepared, *, repair: bool = False) -> None:
         notify = self.settings.notify
@@ -357,15 +371,7 @@ class WatchLoop:
                 lambda: publish(prepared, self.settings.request, after_files=after_files)
             )
         if not repair:
-            log.info(
-                "rendered",
-                extra={
-                    "files": [str(p) for p in result.paths],
-                    "bytes": result.size,
-                    "fingerprint": prepared.fingerprint,
-                    "revision": prepared.revision,
-                },
-            )
+            log_rendered(result, prepared)
 
     def _published(self, prepared: Prepared, *, repair: bool) -> None:
         self.on_disk = dict(prepared.outputs)
@@ -431,6 +437,10 @@ class WatchLoop:
                 # a poll store that reports failures but not its quiet successes: no failure
                 # is a read (one that reports each poll keeps staleness exact on its own)
                 self.state.read_succeeded()
+            elif follower.vouched:
+                # a push watch that vouches for the document is not resynced (dynconf.follow):
+                # the open stream is what keeps the document fresh
+                self.state.read_succeeded()
             await self._reconcile()
             await self._check_trust()
 
@@ -445,7 +455,12 @@ class WatchLoop:
 
     async def _observed_disk(self) -> Disk:
         """The files as they are now, against what this agent wrote; reports drift."""
-        drifted = await anyio.to_thread.run_sync(lambda: drifted_files(self.on_disk))
+        unsure = self.drift_check.unsure(self.on_disk)
+        drifted = (
+            await anyio.to_thread.run_sync(lambda: self.drift_check.drifted(unsure))
+            if unsure
+            else []
+        )
         if not drifted:
             self.state.drift = 0
             return recorded_disk(self.on_disk)

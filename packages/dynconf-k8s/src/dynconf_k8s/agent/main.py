@@ -17,14 +17,10 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Final
-
-import anyio
-import anyio.to_thread
+from typing import TYPE_CHECKING, Final
 
 from dynconf.budget import ledger
 from dynconf.errors import DynconfError, MissingError
-from dynconf.follow import StoreDriver
 from dynconf.logs import configure_logging, console_entry
 from dynconf.plugins import (
     LOCK_ENV,
@@ -35,13 +31,15 @@ from dynconf.plugins import (
     load_locked,
     use_registry,
 )
-from dynconf.stores import Absent, Lease, StoreType
-from dynconf_k8s.agent.events import EVENT_DEADLINE, EventWriter
+from dynconf.stores import Lease, StoreType
 from dynconf_k8s.agent.flags import USAGE, AgentSettings, UsageError, parse_args
-from dynconf_k8s.agent.loop import AgentFatal, WatchLoop
-from dynconf_k8s.agent.metrics import AgentMetrics, AgentState
-from dynconf_k8s.agent.server import serve_metrics
+from dynconf_k8s.agent.once import AgentFatal, render_once
 from dynconf_k8s.agent.tracing import Tracing, tracing_from_env
+
+if TYPE_CHECKING:  # the sidecar's modules: an init agent never imports them (agent.once)
+    from dynconf.follow import StoreDriver
+    from dynconf_k8s.agent.loop import WatchLoop
+    from dynconf_k8s.agent.metrics import AgentMetrics
 
 __all__ = ["BAKED_LOCK", "main", "run", "store_state_dir"]
 
@@ -150,12 +148,6 @@ def run(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = N
     settings = replace(
         settings, spec=replace(settings.spec, state_dir=str(store_state_dir(settings)))
     )
-    state = AgentState(
-        max_staleness=settings.max_staleness,
-        require_ack=settings.require_ack,
-        tls_verification_skipped=1 if settings.spec.tls.skip_verify else 0,
-    )
-    metrics = AgentMetrics(state)
     log.info(
         "agent starting",
         extra={
@@ -176,12 +168,12 @@ def run(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = N
     if settings.store_budget is not None:
         ledger().configure({settings.source: settings.store_budget})
 
-    def build() -> StoreDriver:
-        return StoreDriver(store.build(settings.spec), calls=ledger().for_spec(settings.spec))
-
     tracing = tracing_from_env(env)
     try:
-        return anyio.run(_run_async, settings, metrics, build, tracing)
+        if not settings.watching:
+            render_once(settings, store, tracing)  # init mode: no event loop (agent.once)
+            return 0
+        return _run_sidecar(settings, store, tracing)
     except AgentFatal as error:
         return _fatal(str(error))
     except DynconfError as error:
@@ -190,12 +182,36 @@ def run(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = N
         tracing.shutdown()
 
 
+def _run_sidecar(settings: AgentSettings, store: StoreType, tracing: Tracing) -> int:
+    """Sidecar mode: the watch loop on anyio, with the metrics port when asked for."""
+    import anyio
+
+    from dynconf.follow import StoreDriver
+    from dynconf_k8s.agent.metrics import AgentMetrics, AgentState
+
+    metrics = AgentMetrics(
+        AgentState(
+            max_staleness=settings.max_staleness,
+            require_ack=settings.require_ack,
+            tls_verification_skipped=1 if settings.spec.tls.skip_verify else 0,
+        )
+    )
+
+    def build() -> StoreDriver:
+        return StoreDriver(store.build(settings.spec), calls=ledger().for_spec(settings.spec))
+
+    return anyio.run(_run_async, settings, metrics, build, tracing)
+
+
 async def _run_async(
     settings: AgentSettings,
     metrics: AgentMetrics,
     build: Callable[[], StoreDriver],
     tracing: Tracing,
 ) -> int:
+    from dynconf_k8s.agent.events import EventWriter
+    from dynconf_k8s.agent.loop import WatchLoop
+
     try:
         loop = WatchLoop(
             settings,
@@ -206,26 +222,16 @@ async def _run_async(
         )
     except DynconfError as error:
         raise AgentFatal(f"the store client could not be built: {error}") from None
-    if not settings.watching:
-        return await _one_shot(loop)
     return await _sidecar(settings, metrics, loop)
 
 
-async def _one_shot(loop: WatchLoop) -> int:
-    """Init mode: fetch, render, publish, exit 0; any failure is fatal (nothing to keep)."""
-    try:
-        answer = await loop.fetch("first")
-        if isinstance(answer, Absent):
-            raise AgentFatal("the document is not in the store; write it there or fix --key")
-        await loop.render_now(answer)
-    except DynconfError as error:
-        raise AgentFatal(f"the render failed: {error}") from None
-    finally:
-        await loop.driver.close()
-    return 0
-
-
 async def _sidecar(settings: AgentSettings, metrics: AgentMetrics, loop: WatchLoop) -> int:
+    import anyio
+    import anyio.to_thread
+
+    from dynconf_k8s.agent.events import EVENT_DEADLINE
+    from dynconf_k8s.agent.server import serve_metrics
+
     fatal: list[AgentFatal] = []
     async with anyio.create_task_group() as tg:
         if settings.metrics_addr is not None:
@@ -262,6 +268,9 @@ async def _sidecar(settings: AgentSettings, metrics: AgentMetrics, loop: WatchLo
 
 async def _shutdown(settings: AgentSettings, metrics: AgentMetrics, loop: WatchLoop) -> None:
     """Revoke a dynamic lease when asked (within ``--revoke-grace``), then close the client."""
+    import anyio
+    import anyio.to_thread
+
     lease = loop.current_lease()
     revoke = getattr(loop.driver.source, "revoke", None)
     if (

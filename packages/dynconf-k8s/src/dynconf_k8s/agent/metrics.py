@@ -22,12 +22,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
-from dynconf_k8s.metrics_port import CONTENT_TYPE
-
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
-__all__ = ["CONTENT_TYPE", "PREFIX", "SERIES", "AgentState", "AgentMetrics", "ReconcileHistogram"]
+__all__ = ["PREFIX", "SERIES", "AgentState", "AgentMetrics", "ReconcileHistogram"]
 
 PREFIX: Final = "dynamic_config_agent"
 RECONCILE_BUCKETS: Final = (0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 15.0, 60.0)

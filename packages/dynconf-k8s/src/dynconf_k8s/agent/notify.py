@@ -14,8 +14,6 @@ from dataclasses import dataclass
 from typing import Final
 from urllib.parse import quote
 
-import anyio
-
 __all__ = [
     "NOTIFY_DEADLINE",
     "NotifyTarget",
@@ -125,6 +123,8 @@ async def send_notification(target: NotifyTarget) -> bool:
     published, so nothing about the notification may end the agent.
     """
     status: int | None = None
+    import anyio  # the sidecar's loop; an init agent never notifies (agent.once)
+
     with anyio.move_on_after(NOTIFY_DEADLINE):
         try:
             request = (
