@@ -764,25 +764,38 @@ def _stop_servers(servers: dict[str, tuple[subprocess.Popen[bytes], int]]) -> No
             process.wait()
 
 
-def config_server_rows(
-    options: argparse.Namespace, rust: Path | None, missing: str
+def _rows_beside(
+    options: argparse.Namespace,
+    keys: str,
+    peer_name: str,
+    start_peer: Callable[[Path], tuple[subprocess.Popen[bytes], int]] | None,
+    missing: str,
 ) -> dict[str, Row]:
-    rows = _server_rows("cs", f"the book's Rust dynamic-config-server {RUST_SERVER[1]}")
+    """Ours (``dynamic-config-server``) and the peer ``start_peer`` starts, loaded in turn."""
+    rows = _server_rows(keys, peer_name)
     ours_binary = str(Path(sys.executable).with_name("dynamic-config-server"))
     with tempfile.TemporaryDirectory() as directory:
         tmp = Path(directory)
         (tmp / "billing.toml").write_text(BILLING_TOML)
         servers = {"ours": _start_server(ours_binary, tmp, "ours")}
         try:
-            if rust is not None:
-                servers["peer"] = _start_server(str(rust), tmp, "peer")
-            _load_rounds(options, servers, rows, "cs")
+            if start_peer is not None:
+                servers["peer"] = start_peer(tmp)
+            _load_rounds(options, servers, rows, keys)
         finally:
             _stop_servers(servers)
-    if rust is None:
+    if start_peer is None:
         for row in rows.values():
             row.missing = missing
     return rows
+
+
+def config_server_rows(
+    options: argparse.Namespace, rust: Path | None, missing: str
+) -> dict[str, Row]:
+    start = None if rust is None else (lambda tmp: _start_server(str(rust), tmp, "peer"))
+    name = f"the book's Rust dynamic-config-server {RUST_SERVER[1]}"
+    return _rows_beside(options, "cs", name, start, missing)
 
 
 def _start_spring(jar: Path, directory: Path) -> tuple[subprocess.Popen[bytes], int]:
@@ -815,22 +828,9 @@ def _start_spring(jar: Path, directory: Path) -> tuple[subprocess.Popen[bytes], 
 
 
 def spring_rows(options: argparse.Namespace, jar: Path | None, missing: str) -> dict[str, Row]:
-    rows = _server_rows("spring", f"Spring Cloud Config Server ({SPRING[1]}, native profile)")
-    ours_binary = str(Path(sys.executable).with_name("dynamic-config-server"))
-    with tempfile.TemporaryDirectory() as directory:
-        tmp = Path(directory)
-        (tmp / "billing.toml").write_text(BILLING_TOML)
-        servers = {"ours": _start_server(ours_binary, tmp, "ours")}
-        try:
-            if jar is not None:
-                servers["peer"] = _start_spring(jar, tmp)
-            _load_rounds(options, servers, rows, "spring")
-        finally:
-            _stop_servers(servers)
-    if jar is None:
-        for row in rows.values():
-            row.missing = missing
-    return rows
+    start = None if jar is None else (lambda tmp: _start_spring(jar, tmp))
+    name = f"Spring Cloud Config Server ({SPRING[1]}, native profile)"
+    return _rows_beside(options, "spring", name, start, missing)
 
 
 # ---------------------------------------------------------------------------- main

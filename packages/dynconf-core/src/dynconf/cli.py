@@ -234,7 +234,7 @@ async def _render_and_follow(
 
     from dynconf.errors import MissingError
     from dynconf.follow import Follower, Slot
-    from dynconf.pipeline import Prepared, prepare, publish
+    from dynconf.pipeline import Prepared, log_rendered, prepare, publish
     from dynconf.stores import Absent, Fetched
 
     previous: list[Prepared] = []
@@ -247,15 +247,7 @@ async def _render_and_follow(
             return
         result = publish(prepared, request)
         previous[:] = [prepared]
-        log.info(
-            "rendered",
-            extra={
-                "files": [str(path) for path in result.paths],
-                "bytes": result.size,
-                "fingerprint": prepared.fingerprint,
-                "revision": prepared.revision,
-            },
-        )
+        log_rendered(log, result, prepared)
 
     try:
         first = await driver.fetch()

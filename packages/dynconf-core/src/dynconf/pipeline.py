@@ -15,6 +15,7 @@ of them re-implements a step. Callers with an async loop run :func:`render_once`
 from __future__ import annotations
 
 import json
+import logging
 import re
 import time
 from collections.abc import Callable, Mapping
@@ -49,6 +50,7 @@ __all__ = [
     "entry_value",
     "env_entries",
     "fetch_present",
+    "log_rendered",
     "prepare",
     "publish",
     "publish_empty",
@@ -185,6 +187,20 @@ def _prepare(fetched: Fetched, request: RenderRequest, origin: Origin | None) ->
         fingerprint=digest(outputs[request.main.path]),
         revision=fetched.revision,
         document=document,
+    )
+
+
+def log_rendered(log: logging.Logger, result: PublishResult, prepared: Prepared) -> None:
+    """The one ``rendered`` line a publish logs, in every program that publishes (the agent,
+    ``dynconf render``): names, sizes and digests, never a value."""
+    log.info(
+        "rendered",
+        extra={
+            "files": [str(path) for path in result.paths],
+            "bytes": result.size,
+            "fingerprint": prepared.fingerprint,
+            "revision": prepared.revision,
+        },
     )
 
 

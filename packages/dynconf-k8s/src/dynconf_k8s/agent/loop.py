@@ -34,7 +34,7 @@ from anyio.abc import TaskGroup
 
 from dynconf.errors import DynconfError, Origin
 from dynconf.follow import Delivery, Follower, FollowEvents, Slot, StoreDriver, reason_of
-from dynconf.pipeline import Prepared, prepare, publish, publish_empty
+from dynconf.pipeline import Prepared, log_rendered, prepare, publish, publish_empty
 from dynconf.stores import ABSENT, Absent, Fetched, WatchCapability
 from dynconf_k8s.agent.canary import Canary
 from dynconf_k8s.agent.decide import (
@@ -53,7 +53,7 @@ from dynconf_k8s.agent.events import EventWriter
 from dynconf_k8s.agent.flags import AgentSettings
 from dynconf_k8s.agent.metrics import AgentMetrics, AgentState
 from dynconf_k8s.agent.notify import send_notification
-from dynconf_k8s.agent.once import AgentFatal, log_rendered
+from dynconf_k8s.agent.once import AgentFatal
 from dynconf_k8s.agent.tracing import Tracing
 from dynconf_k8s.agent.trust import CONFIRM_DELAY, fingerprint
 
@@ -371,7 +371,7 @@ class WatchLoop:
                 lambda: publish(prepared, self.settings.request, after_files=after_files)
             )
         if not repair:
-            log_rendered(result, prepared)
+            log_rendered(log, result, prepared)
 
     def _published(self, prepared: Prepared, *, repair: bool) -> None:
         self.on_disk = dict(prepared.outputs)

@@ -19,31 +19,18 @@ import logging
 from dynconf.budget import ledger
 from dynconf.errors import DynconfError, Origin
 from dynconf.follow import fetch_once, reason_of
-from dynconf.pipeline import Prepared, PublishResult, prepare, publish
+from dynconf.pipeline import log_rendered, prepare, publish
 from dynconf.stores import Absent, StoreType
 from dynconf_k8s.agent.flags import AgentSettings
 from dynconf_k8s.agent.tracing import Tracing
 
-__all__ = ["AgentFatal", "log_rendered", "render_once"]
+__all__ = ["AgentFatal", "render_once"]
 
 log = logging.getLogger("dynconf_k8s.agent")
 
 
 class AgentFatal(Exception):
     """The agent must exit 1; the message is the one log line that says why."""
-
-
-def log_rendered(result: PublishResult, prepared: Prepared) -> None:
-    """The one ``rendered`` line a publish logs (names, sizes, digests: never a value)."""
-    log.info(
-        "rendered",
-        extra={
-            "files": [str(p) for p in result.paths],
-            "bytes": result.size,
-            "fingerprint": prepared.fingerprint,
-            "revision": prepared.revision,
-        },
-    )
 
 
 def render_once(settings: AgentSettings, store: StoreType, tracing: Tracing) -> None:
@@ -74,4 +61,4 @@ def render_once(settings: AgentSettings, store: StoreType, tracing: Tracing) -> 
             result = publish(prepared, request)
     except DynconfError as error:
         raise AgentFatal(f"the render failed: {error}") from None
-    log_rendered(result, prepared)
+    log_rendered(log, result, prepared)
