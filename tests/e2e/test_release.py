@@ -39,6 +39,7 @@ from tests.e2e.test_operator import _operator_support
 from tests.fixtures.kube import REPO
 from tests.fixtures.node import KubeNode, ProjectImage
 from tests.fixtures.registry import OciRegistry
+from tests.fixtures.release import git, note_unreleased, release_argv, release_clone
 from tests.fixtures.uv import Uv
 from tests.testenv.test_node import BUSYBOX
 
@@ -83,6 +84,14 @@ def _tools_env(crane: Path, cosign: Path, helm: Path) -> dict[str, str]:
             "COSIGN_PASSWORD": PASSWORD}  # fmt: skip
 
 
+def _publish(root: Path, argv: list[str], registry: OciRegistry, key: Keys, images: Path,
+             out: Path, env: dict[str, str]) -> str:  # fmt: skip
+    """``root``'s ``scripts/release argv`` pushing to ``registry``, signed with ``key``."""
+    return _run(release_argv(root, *argv, "--registry", registry.address, "--key",
+                             str(key.private), "--images", str(images), "--out", str(out)),
+                env=env)  # fmt: skip
+
+
 def _key_pair(cosign: Path, where: Path) -> Keys:
     _run([str(cosign), "generate-key-pair", "--output-key-prefix", str(where / "cosign")],
          env={"COSIGN_PASSWORD": PASSWORD})  # fmt: skip
@@ -117,10 +126,8 @@ def released(
     registry = oci_registry()
     out = tmp_path_factory.mktemp("artifacts")
     began = time.monotonic()
-    said = _run([sys.executable, str(REPO / "scripts" / "release"), "artifacts", "--registry",
-                 registry.address, "--key", str(signing_key.private), "--images",
-                 str(archives[0].parent), "--out", str(out)],
-                env=_tools_env(crane_bin, cosign_bin, helm_bin))  # fmt: skip
+    said = _publish(REPO, ["artifacts"], registry, signing_key, archives[0].parent, out,
+                    _tools_env(crane_bin, cosign_bin, helm_bin))  # fmt: skip
     took = time.monotonic() - began
     print(f"\nrelease: scripts/release artifacts in {took:.1f} s\n{said}")
     return Released(registry, out, Published.load(out / "release.json"), took)
@@ -360,8 +367,8 @@ def bundle(
     where = tmp_path_factory.mktemp("bundle")
     tarball = where / "dynamic-config-bundle.tar"
     began = time.monotonic()
-    _run([sys.executable, str(REPO / "scripts" / "release"), "bundle", "--release",
-          str(released.out / "release.json"), "--out", str(tarball)],
+    _run(release_argv(REPO, "bundle", "--release", str(released.out / "release.json"), "--out",
+                      str(tarball)),
          env=_tools_env(crane_bin, cosign_bin, helm_bin))  # fmt: skip
     print(f"\nrelease: bundle written in {time.monotonic() - began:.1f} s, "
           f"{tarball.stat().st_size / 2**20:.0f} MiB")  # fmt: skip
@@ -418,10 +425,6 @@ def test_the_bundle_loads_into_a_second_registry_verifies_there_and_installs(
 
 
 # ---------------------------------------------------------------------------- one package
-def _git(repo: Path, *argv: str) -> str:
-    return _run(["git", "-C", str(repo), *argv], timeout=60)
-
-
 def test_one_command_releases_a_package_then_the_images_and_the_chart_signed(
     oci_registry: Callable[[], OciRegistry],
     project_image: ProjectImage,
@@ -436,20 +439,13 @@ def test_one_command_releases_a_package_then_the_images_and_the_chart_signed(
     sdist as a signed OCI artifact with its SBOM attested, the images and the chart, then the tag."""
     archives = [project_image(name).archive for name in IMAGES]
     registry = oci_registry()
-    clone = tmp_path / "repo"
-    _run(["git", "clone", "--quiet", "--shared", "--no-tags", str(REPO), str(clone)], timeout=120)
-    _git(clone, "config", "user.email", "release-test@example.invalid")
-    _git(clone, "config", "user.name", "release test")
-    changelog = clone / "packages" / "dynconf-store-redis" / "CHANGELOG.md"
-    changelog.write_text(changelog.read_text().replace(
-        "## [Unreleased]\n", "## [Unreleased]\n\n### Fixed\n\n- A reconnect after a failover.\n", 1))  # fmt: skip
-    _git(clone, "commit", "--quiet", "-am", "redis: an unreleased fix")
+    clone = release_clone(tmp_path / "repo")
+    note_unreleased(clone, "dynconf-store-redis", "### Fixed\n\n- A reconnect after a failover.")
     out = tmp_path / "out"
     began = time.monotonic()
-    said = _run([sys.executable, str(clone / "scripts" / "release"), "dynconf-store-redis",
-                 "0.1.1", "--registry", registry.address, "--key", str(signing_key.private),
-                 "--images", str(archives[0].parent), "--out", str(out)],
-                env={**uv_bin.env(), **_tools_env(crane_bin, cosign_bin, helm_bin)})  # fmt: skip
+    said = _publish(clone, ["dynconf-store-redis", "0.1.1"], registry, signing_key,
+                    archives[0].parent, out,
+                    {**uv_bin.env(), **_tools_env(crane_bin, cosign_bin, helm_bin)})  # fmt: skip
     took = time.monotonic() - began
     print(f"\nrelease: one package, the images and the chart in {took:.1f} s\n{said}")
 
@@ -476,7 +472,7 @@ def test_one_command_releases_a_package_then_the_images_and_the_chart_signed(
     assert "dynconf-store-redis.cdx.json" in shipped
     record = Published.load(out / "release.json")
     assert record.chart_digest.startswith("sha256:") and set(record.images) == set(IMAGES)
-    assert _git(clone, "tag", "--list", "dynconf-store-redis-v0.1.1").strip()
+    assert git(clone, "tag", "--list", "dynconf-store-redis-v0.1.1").strip()
     assert "release: tagged dynconf-store-redis-v0.1.1" in said
 
 

@@ -20,10 +20,10 @@ import pytest
 import yaml
 
 from tests.fixtures.registry import OciRegistry
+from tests.fixtures.release import REPO, release_argv
 
-REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "scripts"))
-from release_lib.artifacts import (  # noqa: E402
+from release_lib.artifacts import (
     SBOM_MEDIA_TYPE,
     VALUES_SECTION,
     ArtifactError,
@@ -34,7 +34,7 @@ from release_lib.artifacts import (  # noqa: E402
     push_image,
     referrers,
 )
-from testenv_lib.oci import Artifact, ImageConfig, write_archive  # noqa: E402
+from testenv_lib.oci import Artifact, ImageConfig, write_archive
 
 VALUES = REPO / "charts" / "dynamic-config" / "values.yaml"
 PINS = {
@@ -44,7 +44,7 @@ PINS = {
 
 
 def _release(*argv: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(REPO / "scripts" / "release"), *argv],
+    return subprocess.run(release_argv(REPO, *argv),
                           capture_output=True, text=True, timeout=60, check=False,
                           env={"PATH": "/usr/bin:/bin", **env})  # fmt: skip
 

@@ -6,43 +6,25 @@ Each test clones the committed tree, so what is released is exactly what CI chec
 from __future__ import annotations
 
 import subprocess
-import sys
 import tarfile
 import zipfile
 from pathlib import Path
 
 import pytest
 
+from tests.fixtures.release import git, note_unreleased, release_argv
 from tests.fixtures.uv import Uv
 
-REPO = Path(__file__).resolve().parents[2]
 DATE = "2026-12-24"
 
 pytestmark = [pytest.mark.slow]
-
-
-def _git(repo: Path, *argv: str) -> str:
-    result = subprocess.run(["git", *argv], cwd=repo, capture_output=True, text=True, check=True)
-    return result.stdout
-
-
-@pytest.fixture
-def clone(tmp_path: Path) -> Path:
-    """A clone of the committed tree with a committer, so the release can commit and tag; without
-    the tags (main carries the first release's, which these releases would meet)."""
-    target = tmp_path / "repo"
-    subprocess.run(["git", "clone", "--quiet", "--shared", "--no-tags", str(REPO), str(target)],
-                   check=True)  # fmt: skip
-    _git(target, "config", "user.email", "release-test@example.invalid")
-    _git(target, "config", "user.name", "release test")
-    return target
 
 
 def _release(
     clone: Path, uv_bin: Uv, *argv: str, date: str = DATE
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, str(clone / "scripts" / "release"), *argv, "--date", date],
+        release_argv(clone, *argv, "--date", date),
         cwd=clone,
         capture_output=True,
         text=True,
@@ -51,18 +33,11 @@ def _release(
     )
 
 
-def _note_unreleased(clone: Path, package: str, line: str) -> None:
-    changelog = clone / "packages" / package / "CHANGELOG.md"
-    text = changelog.read_text()
-    changelog.write_text(text.replace("## [Unreleased]\n", f"## [Unreleased]\n\n{line}\n", 1))
-    _git(clone, "commit", "--quiet", "-am", f"{package}: an unreleased change")
-
-
 def test_a_release_bumps_moves_unreleased_builds_that_package_alone_and_tags(
     clone: Path, uv_bin: Uv
 ) -> None:
-    _note_unreleased(clone, "dynconf-store-redis", "### Fixed\n\n- A reconnect after a failover.")
-    head = _git(clone, "rev-parse", "HEAD")
+    note_unreleased(clone, "dynconf-store-redis", "### Fixed\n\n- A reconnect after a failover.")
+    head = git(clone, "rev-parse", "HEAD")
     result = _release(clone, uv_bin, "dynconf-store-redis", "0.1.1")
     assert result.returncode == 0, result.stderr
     package = clone / "packages" / "dynconf-store-redis"
@@ -87,21 +62,21 @@ def test_a_release_bumps_moves_unreleased_builds_that_package_alone_and_tags(
     assert "Requires-Dist: dynconf-core<0.2,>=0.1" in metadata
     with tarfile.open(dist / "dynconf_store_redis-0.1.1.tar.gz") as sdist:
         assert "dynconf_store_redis-0.1.1/CHANGELOG.md" in sdist.getnames()
-    assert _git(clone, "log", "-1", "--format=%s") == "Release dynconf-store-redis 0.1.1\n"
-    assert _git(clone, "rev-parse", "HEAD~1") == head
-    tagged = _git(clone, "rev-list", "-n", "1", "dynconf-store-redis-v0.1.1")
-    assert tagged == _git(clone, "rev-parse", "HEAD")
-    assert _git(clone, "status", "--porcelain", "--untracked-files=no") == ""
+    assert git(clone, "log", "-1", "--format=%s") == "Release dynconf-store-redis 0.1.1\n"
+    assert git(clone, "rev-parse", "HEAD~1") == head
+    tagged = git(clone, "rev-list", "-n", "1", "dynconf-store-redis-v0.1.1")
+    assert tagged == git(clone, "rev-parse", "HEAD")
+    assert git(clone, "status", "--porcelain", "--untracked-files=no") == ""
 
 
 def test_releasing_the_version_a_package_has_tags_it_without_a_commit(
     clone: Path, uv_bin: Uv
 ) -> None:
-    head = _git(clone, "rev-parse", "HEAD")
+    head = git(clone, "rev-parse", "HEAD")
     result = _release(clone, uv_bin, "dynconf-core", "0.1.0")
     assert result.returncode == 0, result.stderr
-    assert _git(clone, "rev-parse", "HEAD") == head
-    assert _git(clone, "rev-list", "-n", "1", "dynconf-core-v0.1.0") == head
+    assert git(clone, "rev-parse", "HEAD") == head
+    assert git(clone, "rev-list", "-n", "1", "dynconf-core-v0.1.0") == head
     assert "release: tagged dynconf-core-v0.1.0\n" in result.stdout
     assert {p.name for p in (clone / "dist" / "dynconf-core-0.1.0").iterdir() if p.suffix} == {
         "dynconf_core-0.1.0-py3-none-any.whl",
@@ -110,7 +85,7 @@ def test_releasing_the_version_a_package_has_tags_it_without_a_commit(
 
 
 def test_a_core_release_bumps_its_version_literal_too(clone: Path, uv_bin: Uv) -> None:
-    _note_unreleased(clone, "dynconf-core", "### Added\n\n- Something small.")
+    note_unreleased(clone, "dynconf-core", "### Added\n\n- Something small.")
     result = _release(clone, uv_bin, "dynconf-core", "0.1.1")
     assert result.returncode == 0, result.stderr
     init = (clone / "packages" / "dynconf-core" / "src" / "dynconf" / "__init__.py").read_text()
@@ -120,7 +95,7 @@ def test_a_core_release_bumps_its_version_literal_too(clone: Path, uv_bin: Uv) -
 def test_a_version_without_a_changelog_entry_is_refused_and_nothing_changes(
     clone: Path, uv_bin: Uv
 ) -> None:
-    head = _git(clone, "rev-parse", "HEAD")
+    head = git(clone, "rev-parse", "HEAD")
     result = _release(clone, uv_bin, "dynconf-store-vault", "0.2.0")
     assert result.returncode == 1
     assert result.stderr == (
@@ -128,14 +103,14 @@ def test_a_version_without_a_changelog_entry_is_refused_and_nothing_changes(
         "`## [Unreleased]` is empty; describe what 0.2.0 changes under `## [Unreleased]`, "
         "commit, and release again\n"
     )
-    assert _git(clone, "rev-parse", "HEAD") == head
-    assert _git(clone, "status", "--porcelain") == ""
-    assert _git(clone, "tag", "--list") == ""
+    assert git(clone, "rev-parse", "HEAD") == head
+    assert git(clone, "status", "--porcelain") == ""
+    assert git(clone, "tag", "--list") == ""
 
 
 def test_dry_run_prints_every_step_and_takes_none(clone: Path, uv_bin: Uv) -> None:
-    _note_unreleased(clone, "dynconf-store-etcd", "### Fixed\n\n- A watch resumed too late.")
-    head = _git(clone, "rev-parse", "HEAD")
+    note_unreleased(clone, "dynconf-store-etcd", "### Fixed\n\n- A watch resumed too late.")
+    head = git(clone, "rev-parse", "HEAD")
     result = _release(clone, uv_bin, "dynconf-store-etcd", "0.1.1", "--dry-run")
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == [
@@ -149,9 +124,9 @@ def test_dry_run_prints_every_step_and_takes_none(clone: Path, uv_bin: Uv) -> No
         "release: would commit `Release dynconf-store-etcd 0.1.1`",
         "release: would tag dynconf-store-etcd-v0.1.1",
     ]
-    assert _git(clone, "rev-parse", "HEAD") == head
-    assert _git(clone, "status", "--porcelain") == ""
-    assert _git(clone, "tag", "--list") == ""
+    assert git(clone, "rev-parse", "HEAD") == head
+    assert git(clone, "status", "--porcelain") == ""
+    assert git(clone, "tag", "--list") == ""
     assert not (clone / "dist").exists()
 
 
@@ -178,11 +153,11 @@ def test_bad_arguments_are_refused_naming_the_fix(
     result = _release(clone, uv_bin, *argv)
     assert result.returncode == 1
     assert result.stderr.startswith(f"release: {reason}")
-    assert _git(clone, "tag", "--list") == ""
+    assert git(clone, "tag", "--list") == ""
 
 
 def test_an_existing_tag_is_refused(clone: Path, uv_bin: Uv) -> None:
-    _git(clone, "tag", "dynconf-store-s3-v0.1.0")
+    git(clone, "tag", "dynconf-store-s3-v0.1.0")
     result = _release(clone, uv_bin, "dynconf-store-s3", "0.1.0")
     assert result.returncode == 1
     assert result.stderr == (
@@ -193,7 +168,7 @@ def test_an_existing_tag_is_refused(clone: Path, uv_bin: Uv) -> None:
 def test_a_core_release_outside_the_ranges_the_stores_declare_is_refused(
     clone: Path, uv_bin: Uv
 ) -> None:
-    _note_unreleased(clone, "dynconf-core", "### Changed\n\n- A breaking change.")
+    note_unreleased(clone, "dynconf-core", "### Changed\n\n- A breaking change.")
     result = _release(clone, uv_bin, "dynconf-core", "0.2.0")
     assert result.returncode == 1
     assert result.stderr.startswith(
@@ -204,14 +179,14 @@ def test_a_core_release_outside_the_ranges_the_stores_declare_is_refused(
         "which leaves out 0.2.0: widen those ranges (and release those packages) in the same "
         "change, or release dynconf-core within them\n"
     )
-    assert _git(clone, "tag", "--list") == ""
+    assert git(clone, "tag", "--list") == ""
 
 
 def test_registry_and_key_go_together(clone: Path, uv_bin: Uv) -> None:
     result = _release(clone, uv_bin, "dynconf-store-redis", "0.1.0", "--registry", "127.0.0.1:1")
     assert result.returncode == 2
     assert "--registry and --key go together" in result.stderr
-    assert _git(clone, "tag", "--list") == ""
+    assert git(clone, "tag", "--list") == ""
 
 
 def test_a_dry_run_with_a_registry_names_the_publish_before_the_tag(

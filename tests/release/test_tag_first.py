@@ -4,32 +4,13 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
 from pathlib import Path
 
-import pytest
-
-REPO = Path(__file__).resolve().parents[2]
-
-
-def _git(repo: Path, *argv: str) -> str:
-    result = subprocess.run(["git", *argv], cwd=repo, capture_output=True, text=True, check=True)
-    return result.stdout
-
-
-@pytest.fixture
-def clone(tmp_path: Path) -> Path:
-    """The committed tree without its tags (a tagged main must not fail this test)."""
-    target = tmp_path / "repo"
-    subprocess.run(["git", "clone", "--quiet", "--shared", "--no-tags", str(REPO), str(target)],
-                   check=True)  # fmt: skip
-    _git(target, "config", "user.email", "release-test@example.invalid")
-    _git(target, "config", "user.name", "release test")
-    return target
+from tests.fixtures.release import git, release_argv
 
 
 def _tag_first(clone: Path, *argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(clone / "scripts" / "release"), "tag-first", *argv],
+    return subprocess.run(release_argv(clone, "tag-first", *argv),
                           cwd=clone, capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
 
 
@@ -45,16 +26,16 @@ def _expected(clone: Path) -> set[str]:
 
 
 def test_tag_first_tags_every_package_at_head_with_its_version(clone: Path) -> None:
-    head = _git(clone, "rev-parse", "HEAD").strip()
+    head = git(clone, "rev-parse", "HEAD").strip()
 
     result = _tag_first(clone)
 
     assert result.returncode == 0, result.stderr
-    tags = set(_git(clone, "tag", "--list").split())
+    tags = set(git(clone, "tag", "--list").split())
     assert tags == _expected(clone) and len(tags) == len(list(clone.glob("packages/*/")))
     for tag in tags:
-        assert _git(clone, "rev-parse", f"{tag}^{{commit}}").strip() == head
-        assert _git(clone, "cat-file", "-t", tag).strip() == "tag"  # annotated
+        assert git(clone, "rev-parse", f"{tag}^{{commit}}").strip() == head
+        assert git(clone, "cat-file", "-t", tag).strip() == "tag"  # annotated
     assert result.stdout.count("release: tagged ") == len(tags)
 
 
@@ -63,19 +44,19 @@ def test_tag_first_dry_run_names_the_tags_and_creates_none(clone: Path) -> None:
 
     assert result.returncode == 0, result.stderr
     assert set(re.findall(r"would tag (\S+)", result.stdout)) == _expected(clone)
-    assert _git(clone, "tag", "--list") == ""
+    assert git(clone, "tag", "--list") == ""
 
 
 def test_tag_first_refuses_when_one_tag_exists_and_creates_no_other(clone: Path) -> None:
     taken = sorted(_expected(clone))[0]
-    _git(clone, "tag", taken)
+    git(clone, "tag", taken)
 
     result = _tag_first(clone)
 
     assert result.returncode == 1
     assert f"the tag {taken} exists already" in result.stderr
     assert "Traceback" not in result.stderr
-    assert _git(clone, "tag", "--list").split() == [taken]
+    assert git(clone, "tag", "--list").split() == [taken]
 
 
 def test_tag_first_refuses_a_dirty_tree_and_creates_none(clone: Path) -> None:
@@ -86,4 +67,4 @@ def test_tag_first_refuses_a_dirty_tree_and_creates_none(clone: Path) -> None:
 
     assert result.returncode == 1
     assert "uncommitted changes; commit or drop them first" in result.stderr
-    assert _git(clone, "tag", "--list") == ""
+    assert git(clone, "tag", "--list") == ""

@@ -16,10 +16,14 @@ sidecar agent, the node agent, ``dynconf render --watch``):
   a push source that reports nothing (the file store) every interval, as before;
 * a **poll** store (conditional / interval), and a push store that reports its stream up,
   is read once more *after* each watch's first observation (a *catch-up*; the source
-  reports it through ``on_watching``): that closes the window before the prime. When a poll
-  store's catch-up finds a change, the watch's marker may hold something never delivered,
-  so the watch is reopened to prime on what was just read, and caught up again (a push
-  watch delivers every later change itself: it is not reopened);
+  reports it through ``on_watching``): that closes the window before the prime;
+* when a catch-up or a resync finds a change the watch did not deliver, the watch's marker
+  (what its source compares each observation with) may hold something the consumer no
+  longer has, so the watch is *realigned*: reopened to prime on the store as it is now, and
+  caught up again. Without that a change back to the marker's value is never delivered:
+  a Consul watch primed on ``v1``, the key deleted (the catch-up delivers ABSENT) and
+  written back as ``v1`` before the next blocking query, answers ``v1`` — its marker — and
+  stays silent while the consumer holds ABSENT;
 * until a first read succeeds (the store was down at start), the store is read on a backoff.
 
 :class:`StoreDriver` drives one built source from the loop whether it blocks (fetch in a
@@ -452,6 +456,9 @@ class Follower:
         """When the current watch last reported its stream up (monotonic); None: never, or
         it failed since."""
         self._resynced_at = 0.0
+        self._watch_scope: anyio.CancelScope | None = None
+        """The running watch's scope, which a realign cancels (None between watches)."""
+        self._realigning = False
         driver.set_hooks(self._hook_failed, self._hook_watching)
 
     @property
@@ -584,12 +591,14 @@ class Follower:
 
         pace = self._pace()
         opened = 0
+        realigned = False
         while True:
             self.watching = True
             self.healthy = True
-            if opened and self.push and self.reread:
+            if opened and self.push and self.reread and not realigned:
                 # changes that landed while the watch was down: a reopened watch primes
-                # silently, so read once and hand the answer over
+                # silently, so read once and hand the answer over (a realigned watch was
+                # not down: the read that set it off was handed over already)
                 await self._read_into_slot("reopen")
             opened += 1
             started = time.monotonic()
@@ -598,8 +607,9 @@ class Follower:
             # read that closes the window before its prime (it is not resynced after)
             catch_up = self.reread and (not self.push or self.driver.reports_watching)
             reason = await self._watch_once(catch_up=catch_up)
-            if reason is None:
-                continue  # re-primed on purpose (see _watch_once): not a failure
+            realigned = reason is None
+            if realigned:
+                continue  # re-primed on purpose (see _realign): not a failure
             self.watching = False
             self.events.reopening()
             if time.monotonic() - started > 4 * self.interval:
@@ -613,21 +623,16 @@ class Follower:
             await anyio.sleep(wait)
 
     async def _watch_once(self, *, catch_up: bool) -> str | None:
-        """Run the store's watch until it ends: why it ended, or None to re-prime it now."""
+        """Run the store's watch until it ends: why it ended, or None when it was realigned."""
         import anyio
 
         observed = anyio.Event()
         self._observed = observed
-        realign: list[bool] = []
+        self._realigning = False
         async with anyio.create_task_group() as tg:
+            self._watch_scope = tg.cancel_scope
             if catch_up:
-
-                async def catch_up_then_maybe_realign() -> None:
-                    if await self._catch_up(observed):
-                        realign.append(True)
-                        tg.cancel_scope.cancel()
-
-                tg.start_soon(catch_up_then_maybe_realign)
+                tg.start_soon(self._catch_up, observed)
             try:
                 await self.driver.watch(self.interval, self._deliver)
                 reason: str | None = "the watch ended"
@@ -635,10 +640,24 @@ class Follower:
                 reason = reason_of(error)
                 self.events.watch_error(error)
             tg.cancel_scope.cancel()
-        return None if realign else reason
+        self._watch_scope = None
+        return None if self._realigning else reason
 
-    async def _catch_up(self, observed: anyio.Event) -> bool:
-        """Read after the watch's first observation; True when the read found a change."""
+    def _realign(self) -> None:
+        """Reopen the running watch so it primes on the store as it is now (module docstring)."""
+        scope = self._watch_scope
+        if scope is not None and not scope.cancel_called:
+            self._realigning = True
+            scope.cancel()
+
+    def _realign_if_missed(self, before: Answer | None, answer: Answer) -> None:
+        """``answer`` was read beside the watch; if it differs from what the watch handed on
+        last (``before``), the watch missed it and its marker may be stale: realign it."""
+        if before is not None and not same_document(answer, before):
+            self._realign()
+
+    async def _catch_up(self, observed: anyio.Event) -> None:
+        """Read after the watch's first observation; a change found realigns the watch."""
         import anyio
 
         if self.driver.reports_watching:
@@ -646,14 +665,12 @@ class Follower:
         else:
             # a source that does not report its polls has surely made its first one by now
             await anyio.sleep(self.interval)
-        before = self.last
         answer = await self.read("catch_up")
+        before = self.last  # after the read: the watch may have handed the same on meanwhile
         if answer is None or (before is not None and same_document(answer, before)):
-            return False
+            return
         self.put(answer, "reopen")
-        # a poll watch's marker may hold what was never delivered: re-prime it on this read;
-        # a push watch delivers every later change itself
-        return before is not None and not self.push
+        self._realign_if_missed(before, answer)
 
     def _deliver(self, delivery: Delivery) -> None:
         self.events.delivered()
@@ -686,7 +703,12 @@ class Follower:
     async def _resync_once(self) -> None:
         self._resync_busy = True
         try:
-            if await self._read_into_slot("resync"):
-                self._resynced_at = time.monotonic()
+            answer = await self.read("resync")
+            if answer is None:
+                return
+            before = self.last  # after the read, as in _catch_up
+            self._resynced_at = time.monotonic()
+            self.put(answer, "resync")
+            self._realign_if_missed(before, answer)
         finally:
             self._resync_busy = False

@@ -310,3 +310,63 @@ def test_a_blocking_watch_asks_again_only_after_the_handoff_grace(tmp_path: Path
 
     anyio.run(scenario)
     assert min(source.gaps) >= HANDOFF_GRACE * 0.9
+
+
+class FlickersAfterThePrime(FileSource):
+    """The real file source, reporting each of its watch's reads as Consul's client reports
+    each blocking query, whose document is deleted and written back unchanged around the
+    first read made beside a primed watch (the catch-up).
+
+    That read finds the document gone. The watch's marker still holds the text written back,
+    so the rewrite is nothing new to it: only a realigned watch delivers the document again
+    after the catch-up's ABSENT.
+    """
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path, "json")
+        self.on_watching: Callable[[], None] | None = None
+        self._watch_threads: set[int] = set()
+        self._flickered = False
+
+    def changes(self, interval: float, stop: Callable[[], bool]) -> Iterator[Fetched | Absent]:
+        self._watch_threads.add(threading.get_ident())
+        yield from super().changes(interval, stop)
+
+    def fetch(self) -> Fetched | Absent:
+        if threading.get_ident() in self._watch_threads:
+            answer = super().fetch()
+            report_watching(self)
+            return answer
+        if not self._watch_threads or self._flickered:
+            return super().fetch()
+        self._flickered = True
+        text = self._path.read_text()
+        self._path.unlink()
+        gone = super().fetch()
+        self._path.write_text(text)
+        return gone
+
+
+def test_a_change_back_to_the_watchs_marker_after_a_catch_up_is_delivered(
+    tmp_path: Path,
+) -> None:
+    doc = tmp_path / "app.json"
+    doc.write_text('{"v": 1}')
+    driver = StoreDriver(FlickersAfterThePrime(doc))
+    seen: list[Fetched | Absent] = []
+
+    async def scenario() -> None:
+        slot = Slot()
+        # the interval (resync) is far off: only the watch and its catch-ups can answer
+        follower = Follower(driver, 30.0, slot)
+        follower.seen(await driver.fetch())
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(follower.run)
+            with anyio.fail_after(10):
+                while not (seen and isinstance(seen[0], Absent) and isinstance(seen[-1], Fetched)):
+                    seen.append((await slot.take()).answer)
+            tg.cancel_scope.cancel()
+
+    anyio.run(scenario)
+    last = seen[-1]
+    assert isinstance(last, Fetched) and last.text == '{"v": 1}'

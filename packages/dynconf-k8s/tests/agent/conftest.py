@@ -32,15 +32,24 @@ AGENT = Path(sys.executable).with_name("dynamic-config-agent")
 DEADLINE = 20.0
 
 
-def wait_for(predicate: Callable[[], Any], timeout: float = DEADLINE, what: str = "") -> Any:
-    """Poll ``predicate`` until it returns something truthy, or fail after ``timeout``."""
+def wait_for(
+    predicate: Callable[[], Any],
+    timeout: float = DEADLINE,
+    what: str | Callable[[], str] = "",
+) -> Any:
+    """Poll ``predicate`` until it returns something truthy, or fail after ``timeout``.
+
+    ``what`` names the wait in the failure; a callable is asked only then, so it can say
+    what the last probe saw.
+    """
     end = time.monotonic() + timeout
     while True:
         value = predicate()
         if value:
             return value
         if time.monotonic() > end:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate}")
+            said = what() if callable(what) else what
+            raise AssertionError(f"timed out after {timeout}s waiting for {said or predicate}")
         time.sleep(0.05)
 
 
@@ -141,7 +150,7 @@ class AgentProcess:
             box.append(value)
             return check(value)
 
-        wait_for(probe, timeout, f"{name} (last {box[-1:] or 'none'})")
+        wait_for(probe, timeout, lambda: f"{name} (last {box[-1:] or 'none'})")
         return box[-1]
 
     def wait_exit(self, timeout: float = DEADLINE) -> int:
@@ -177,6 +186,9 @@ def agent() -> Iterator[Callable[..., AgentProcess]]:
     yield start
     for process in started:
         process.stop()
+        # pytest shows this only for a failed test: the agent's own account of it
+        print(f"agent {process.args[:2]} exited {process.proc.returncode}; its log:")
+        print("".join(process.raw[-200:]), end="")
 
 
 def read(path: Path) -> str | None:
@@ -196,7 +208,7 @@ def wait_file(path: Path, check: Callable[[str], bool], timeout: float = DEADLIN
         box.append(text)
         return check(text)
 
-    wait_for(probe, timeout, f"{path} to satisfy the check (last {box[-1:]!r})")
+    wait_for(probe, timeout, lambda: f"{path} to satisfy the check (last {box[-1:]!r})")
     return box[-1]
 
 
