@@ -160,7 +160,12 @@ def firestore(firestore_server: Any) -> Iterator[Harness]:
         args=("--auth", "emulator", "--api-url", firestore_server.emulator_host),
         env={"FIRESTORE_EMULATOR_HOST": None},
     )
-    ref.delete()
+    # the emulator now and then answers a call right after a cut stream CANCELLED (499):
+    # the clean-up is retried on that, as on the other transient codes
+    from google.api_core import exceptions, retry
+
+    transient = (exceptions.Cancelled, exceptions.ServiceUnavailable, exceptions.DeadlineExceeded)
+    ref.delete(retry=retry.Retry(predicate=retry.if_exception_type(*transient), timeout=30))
 
 
 def _git(repo: Path, root: Path, *args: str, stdin: str | None = None) -> str:
