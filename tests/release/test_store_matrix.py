@@ -130,6 +130,10 @@ def wheels(tmp_path_factory: pytest.TempPathFactory, uv_bin: Uv) -> Wheels:
     prefix = tmp_path_factory.mktemp("matrix")
     uv = str(uv_bin.path)
     here, cores = prefix / "wheels", prefix / "cores"
+    constraints = prefix / "constraints.txt"
+    _run(uv, "export", "--quiet", "--frozen", "--no-dev", "--no-emit-workspace", "--no-hashes",
+         "--all-packages", "--all-extras", "--output-file", str(constraints))  # fmt: skip
+    uv_bin.fetch(constraints, *BUILD_REQUIRES)
     _run(uv, "build", "--all-packages", "--wheel", "--offline", "--no-build-logs", "--quiet",
          "--out-dir", str(here))  # fmt: skip
     core_version = tomllib.loads((REPO / "packages/dynconf-core/pyproject.toml").read_text())[
@@ -151,11 +155,17 @@ def wheels(tmp_path_factory: pytest.TempPathFactory, uv_bin: Uv) -> Wheels:
             path.write_text(text)
         _run(uv, "build", "--wheel", "--offline", "--no-build-logs", "--quiet",
              "--out-dir", str(cores), str(copy))  # fmt: skip
-    constraints = prefix / "constraints.txt"
-    _run(uv, "export", "--quiet", "--frozen", "--no-dev", "--no-emit-workspace", "--no-hashes",
-         "--all-packages", "--all-extras", "--output-file", str(constraints))  # fmt: skip
     return Wheels(here, cores, constraints, oldest, newest, outside, time.monotonic() - started)
 
+
+BUILD_REQUIRES = sorted(
+    {
+        requirement
+        for pyproject in (REPO / "packages").glob("*/pyproject.toml")
+        for requirement in tomllib.loads(pyproject.read_text())["build-system"]["requires"]
+    }
+)
+"""The build backends the wheels need, resolved offline like everything else here."""
 
 BOUNDS = ("oldest", "newest")
 WORKERS = 4

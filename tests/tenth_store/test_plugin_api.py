@@ -84,6 +84,7 @@ def venv(tmp_path_factory: pytest.TempPathFactory, uv_bin: Uv) -> Venv:
     _run(uv, "venv", "--quiet", "--python", sys.executable, str(root))
     _run(uv, "export", "--quiet", "--frozen", "--no-dev", "--no-emit-workspace", "--no-hashes",
          "--package", "dynconf-k8s", "--output-file", str(requirements))  # fmt: skip
+    uv_bin.fetch(requirements)
     _run(uv, "pip", "install", "--quiet", "--offline", "--python", python, "-r", str(requirements))
     variants = [
         _variant(prefix, "future", ">=2.0,<3"),
