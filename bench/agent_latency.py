@@ -28,7 +28,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-RUN = REPO / ".testenv"
+RUN = Path(os.environ.get("DYNCONF_TESTENV_RUN", REPO / ".testenv"))
+"""Where ``scripts/testenv`` publishes its servers (``DYNCONF_TESTENV_RUN`` shares another
+checkout's, as the tests do)."""
 AGENT = Path(sys.executable).with_name("dynamic-config-agent")
 CHANGES = 50
 POLL_STORES = {"vault", "git", "s3"}

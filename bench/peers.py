@@ -47,13 +47,14 @@ is ahead, except for a throughput (req/s), where above 1 is. The rows:
   dynamic-config-py and vs pydantic-settings; the nested read ``config.current().db.d7`` vs
   a held pydantic-settings instance and vs the binding's ``current().db.d7``.
 
-The rows whose peer this bench does not build yet are printed as ``peer not built`` with
-the reason (the webhook vs the vault-k8s injector); ``bench/webhook_https.py`` measures ours
-alone.
+* webhook: ours (``dynamic-config-webhook serve``) vs the HashiCorp vault-k8s injector 1.6.2
+  (built with ``go build`` into the cache, run against the test API server): p99 and p50 of
+  the open loop at 200/s, and the sustained admissions/s; ``bench/peers_webhook.py`` says how
+  the peer is built and run (root: a private mount namespace gives it the in-cluster token).
 
 Every server is on 127.0.0.1 and every loop is bounded. Run from the repo root::
 
-    uv run python bench/peers.py [--rounds 3] [--rows consul,one-shot,engine] [--no-install]
+    uv run python bench/peers.py [--rounds 3] [--rows consul,one-shot,engine,webhook] [--no-install]
 """
 
 from __future__ import annotations
@@ -77,6 +78,7 @@ from typing import IO, Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_load
+import peers_webhook
 from agent_latency import AGENT, rss_mib, server_env, stop_started, wait_for
 
 from dynconf.stores import WATCH_FLOOR
@@ -87,7 +89,7 @@ DCPY = ("dynamic-config-py", "0.3.3")
 RUST_SERVER = ("dynamic-config-server", "0.10.0")
 SPRING = ("3.5.7", "Boot 3.5.7 / Cloud 2025.0.0")
 """The Boot 3 line Maven Central serves whole for Java 17 (``bench/spring_config_server/pom.xml``)."""
-ROWS = ("consul", "one-shot", "engine", "config-server", "spring")
+ROWS = ("consul", "one-shot", "engine", "config-server", "spring", "webhook")
 
 RUN_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 """The environment every measured process gets: Python may write byte-code, so after the
@@ -109,16 +111,6 @@ def bake_plugin_lock(directory: Path) -> None:
         env=RUN_ENV,
     )
     RUN_ENV["DYNCONF_PLUGIN_LOCK"] = str(lock)
-
-
-NOT_BUILT = {
-    "admission over HTTPS, paced 200/s, p99 (webhook vs vault-k8s injector 1.6.2)": (
-        "go install is refused for vault-k8s (the module proxy answers 403 for its version "
-        "list); `go mod download` + `go build` works, but its /mutate needs a Kubernetes client "
-        "with a synced webhook-configuration watch against our test API server: not wired here"
-    ),
-    "admission, max sustained on 2 cores (webhook vs vault-k8s)": "as above",
-}
 
 
 # ---------------------------------------------------------------------------- the table
@@ -150,7 +142,7 @@ def _value(samples: list[float], unit: str) -> str:
     if not samples:
         return "—"
     value = statistics.median(samples)
-    digits = {"ms": 2, "MiB": 1, "%": 3, "ns": 1, "µs": 1, "req/s": 0}.get(unit, 3)
+    digits = {"ms": 2, "MiB": 1, "%": 3, "ns": 1, "µs": 0, "req/s": 0}.get(unit, 3)
     return f"{value:.{digits}f} {unit}"
 
 
@@ -210,6 +202,12 @@ def verdicts(rows: dict[str, Row]) -> list[str]:
         lambda row: None if row.ratio() is None else row.ratio() > 1,  # type: ignore[operator]
     )
     check("config server p99 ahead of Spring Cloud Config's", "spring/p99", at_most(1.0))
+    check("webhook p99 at 200/s <= vault-k8s's", "wh/p99", at_most(1.0))
+    check(
+        "webhook max sustained admissions/s >= vault-k8s's",
+        "wh/rps",
+        lambda row: None if row.ratio() is None else row.ratio() >= 1,  # type: ignore[operator]
+    )
     check(
         "nested read current().db.x <= 1.05x a held pydantic instance", "read/held", at_most(1.05)
     )
@@ -857,6 +855,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--engine-number", type=int, default=20, help="loads per sample")
     parser.add_argument(
+        "--paced", type=float, default=10.0, help="seconds of the 200/s webhook load per sample"
+    )
+    parser.add_argument(
+        "--admissions", type=int, default=8000, help="admissions per sustained webhook sample"
+    )
+    parser.add_argument(
         "--no-install", action="store_true", help="use only peers already in the cache"
     )
     options = parser.parse_args(argv)
@@ -890,9 +894,11 @@ def main(argv: list[str] | None = None) -> int:
         where = CACHE / f"{DCPY[0]}-{DCPY[1]}" if binding is not None else missing
         peers.append(f"dynamic-config-py {DCPY[1]}: {where}")
         rows.update(engine_rows(options, binding, missing))
-    printed = list(rows.values()) + [
-        Row(what, "", missing=f"peer not built ({reason})") for what, reason in NOT_BUILT.items()
-    ]
+    if "webhook" in wanted:
+        vault_k8s, missing = peers_webhook.vault_k8s(CACHE, install=not options.no_install)
+        peers.append(f"vault-k8s {peers_webhook.VAULT_K8S[1]}: {vault_k8s or missing}")
+        rows.update(peers_webhook.webhook_rows(options, vault_k8s, missing, Row))
+    printed = list(rows.values())
 
     lock_dir.cleanup()
     print(f"peers: {'; '.join(peers) or 'none'}")

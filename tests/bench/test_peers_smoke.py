@@ -61,7 +61,6 @@ def test_engine_rows_print_ours_beside_each_peer() -> None:
     ]:
         _measured_or_named_absent(_row(out, what), unit)
     assert _row(out, "engine load (vs pydantic-settings)")[2] != "peer not installed"
-    assert "peer not built (" in _row(out, "admission, max sustained on 2 cores")[2]
     assert "targets (issue 19), this run:" in out
 
 
@@ -110,3 +109,19 @@ def test_spring_rows_load_our_server_beside_an_absent_peer(tmp_path: Path) -> No
         cells = _row(out, what)
         _measured_or_named_absent(cells, unit)
         assert "vs Spring Cloud Config" in cells[0] and cells[2] == "peer not installed", cells
+
+
+def test_webhook_rows_admit_through_our_server_beside_an_absent_peer(tmp_path: Path) -> None:
+    """An empty cache: vault-k8s is named absent (CI builds no peer, needs no API server);
+    ours is served over HTTPS and must allow the canonical pod with a patch."""
+    out = _run("--rows", "webhook", "--rounds", "1", "--paced", "0.5", "--admissions", "200",
+               env={"DYNCONF_BENCH_CACHE": str(tmp_path)})  # fmt: skip
+    for what, unit in [
+        ("admission p99 at 200/s paced (webhook vs vault-k8s 1.6.2)", "µs"),
+        ("admission p50 at 200/s paced", "µs"),
+        ("admission max sustained /s on 2 cores", "req/s"),
+    ]:
+        cells = _row(out, what)
+        _measured_or_named_absent(cells, unit)
+        assert cells[2] == "peer not installed", cells
+    assert "vault-k8s v1.6.2: peer not installed" in out
