@@ -581,3 +581,52 @@ def test_a_small_document_in_a_format_is_prepared_on_the_loop(tmp_path: Path) ->
     assert not loop().prepares_on_the_loop(large)
     assert not loop("--schema", str(schema)).prepares_on_the_loop(small)
     assert not loop("--template-inline", "{{ a }}").prepares_on_the_loop(small)
+
+
+def test_the_interval_reconcile_waits_for_a_delivery_being_published(tmp_path: Path) -> None:
+    """A tick that decides while a delivery's publish is still writing must not publish the
+    same document again (CI saw two ``rendered`` lines for one S3 change, renders_total 3)."""
+    import time
+
+    import anyio
+
+    from dynconf.file_store import FileSource
+    from dynconf.follow import Delivery, StoreDriver
+    from dynconf.pipeline import Prepared
+    from dynconf.stores import Fetched
+    from dynconf_k8s.agent.flags import parse_args
+    from dynconf_k8s.agent.loop import WatchLoop
+    from dynconf_k8s.agent.metrics import AgentMetrics, AgentState
+
+    doc = tmp_path / "doc.json"
+    doc.write_text('{"a": 1}')
+    out = tmp_path / "app.json"
+
+    class HeldPublish(WatchLoop):
+        """Our loop, its publish held at a gate the test opens (the writing under way)."""
+
+        gate: anyio.Event | None = None
+
+        async def _publish(self, prepared: Prepared, *, repair: bool = False) -> None:
+            if self.gate is not None:
+                await self.gate.wait()
+            await super()._publish(prepared, repair=repair)
+
+    async def main() -> int:
+        settings = parse_args(["--source", "file", "--key", str(doc), "--out", str(out)], {})
+        loop = HeldPublish(
+            settings, AgentMetrics(AgentState()), lambda: StoreDriver(FileSource(doc, "json"))
+        )
+        assert await loop.first_fetch()
+        loop.gate = anyio.Event()
+        change = Delivery(Fetched('{"a": 2}', "json"), "watch", time.monotonic())
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(loop._render, change)
+            await anyio.sleep(0.05)  # the delivery has decided and is publishing
+            tg.start_soon(loop._reconcile)
+            await anyio.sleep(0.05)  # the tick has had its chance to decide
+            loop.gate.set()
+        assert json.loads(out.read_text()) == {"a": 2}
+        return loop.state.renders_total
+
+    assert anyio.run(main) == 2  # the first render and the change, each once

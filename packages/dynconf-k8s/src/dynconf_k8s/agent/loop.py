@@ -135,6 +135,10 @@ class WatchLoop:
         """A document has been published since the agent started (the canary's first)."""
         self.on_disk: dict[Path, bytes] = {}
         """What this agent last wrote to each output (the drift check's reference)."""
+        self.acting = anyio.Lock()
+        """Held from a decision until it is carried out. A delivery and the interval's
+        reconcile both decide; without it the tick, deciding while a delivery's publish was
+        still writing, saw the new document as not yet published and wrote it a second time."""
         self.drift_check = DriftCheck()
         self.policy = Policy(settings.startup_policy, settings.on_delete, settings.on_drift)
         self.follower = Follower(
@@ -329,16 +333,17 @@ class WatchLoop:
                 )
         self._present()
         self._note_lease(answer)
-        self.latest = prepared
-        decision = self._decide(recorded_disk(self.on_disk))
-        if (
-            decision.action is Action.NOTHING
-            and latest_kind(self.latest, self.last_prepared) is Latest.SAME
-        ):
-            level = logging.DEBUG if delivery.kind == "resync" else logging.INFO
-            log.log(level, "unchanged", extra={"fingerprint": prepared.fingerprint})
-        published = decision.action is Action.PUBLISH
-        await self._carry_out(decision, delivered=True)
+        async with self.acting:
+            self.latest = prepared
+            decision = self._decide(recorded_disk(self.on_disk))
+            if (
+                decision.action is Action.NOTHING
+                and latest_kind(self.latest, self.last_prepared) is Latest.SAME
+            ):
+                level = logging.DEBUG if delivery.kind == "resync" else logging.INFO
+                log.log(level, "unchanged", extra={"fingerprint": prepared.fingerprint})
+            published = decision.action is Action.PUBLISH
+            await self._carry_out(decision, delivered=True)
         if published:
             self.metrics.reconcile.observe(max(0.0, time.monotonic() - started))
 
@@ -407,6 +412,10 @@ class WatchLoop:
         self.state.absent = 0
 
     async def _absent(self) -> None:
+        async with self.acting:
+            await self._absent_decided()
+
+    async def _absent_decided(self) -> None:
         self.latest = ABSENT
         if self._mark_absent():
             policy = self.settings.on_delete
@@ -446,12 +455,13 @@ class WatchLoop:
 
     async def _reconcile(self) -> None:
         """Every interval: look at the files, decide again, carry it out (level-based)."""
-        disk = await self._observed_disk()
-        try:
-            await self._carry_out(self._decide(disk), delivered=False)
-        except DynconfError as error:
-            self.state.bump("render_failures_total")
-            log.warning("write_failed", extra={"reason": str(error)})
+        async with self.acting:
+            disk = await self._observed_disk()
+            try:
+                await self._carry_out(self._decide(disk), delivered=False)
+            except DynconfError as error:
+                self.state.bump("render_failures_total")
+                log.warning("write_failed", extra={"reason": str(error)})
 
     async def _observed_disk(self) -> Disk:
         """The files as they are now, against what this agent wrote; reports drift."""
