@@ -10,6 +10,7 @@ plugin is not installed yet are skipped by name.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import socket
@@ -147,25 +148,31 @@ def firestore(firestore_server: Any) -> Iterator[Harness]:
     doc_id = uuid.uuid4().hex
     ref = firestore_server.client.collection("agent").document(doc_id)
     host, port = _host_port(firestore_server.emulator_host)
+    # the emulator now and then answers the first call after a cut stream CANCELLED (499),
+    # whether that call is the test's write or the clean-up: both are idempotent, so the
+    # harness retries them on that, as on the other transient codes
+    from google.api_core import exceptions, retry
+
+    transient = retry.Retry(
+        predicate=retry.if_exception_type(
+            exceptions.Cancelled, exceptions.ServiceUnavailable, exceptions.DeadlineExceeded
+        ),
+        timeout=30,
+    )
     # the session sets FIRESTORE_EMULATOR_HOST for its own client; the agent must reach the
     # emulator through --api-url alone, so a proxy in front of it is what the agent talks to
     yield Harness(
         "firestore",
         firestore_server.project,
         f"agent/{doc_id}",
-        ref.set,
-        ref.delete,
+        functools.partial(ref.set, retry=transient),
+        functools.partial(ref.delete, retry=transient),
         host,
         port,
         args=("--auth", "emulator", "--api-url", firestore_server.emulator_host),
         env={"FIRESTORE_EMULATOR_HOST": None},
     )
-    # the emulator now and then answers a call right after a cut stream CANCELLED (499):
-    # the clean-up is retried on that, as on the other transient codes
-    from google.api_core import exceptions, retry
-
-    transient = (exceptions.Cancelled, exceptions.ServiceUnavailable, exceptions.DeadlineExceeded)
-    ref.delete(retry=retry.Retry(predicate=retry.if_exception_type(*transient), timeout=30))
+    ref.delete(retry=transient)
 
 
 def _git(repo: Path, root: Path, *args: str, stdin: str | None = None) -> str:
