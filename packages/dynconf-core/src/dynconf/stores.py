@@ -512,12 +512,12 @@ class StoreSpec:
     def with_secrets_from_env(self, environ: Mapping[str, str] | None = None) -> StoreSpec:
         """Fill ``token`` / ``password`` / ``endpoint`` from the agent's environment names."""
         env = os.environ if environ is None else environ
-        return replace(
-            self,
-            token=self.token or env.get("DYNAMIC_CONFIG_AGENT_TOKEN") or None,
-            password=self.password or env.get("DYNAMIC_CONFIG_AGENT_PASSWORD") or None,
-            endpoint=self.endpoint or env.get("DYNAMIC_CONFIG_AGENT_ENDPOINT", ""),
-        )
+        token = self.token or env.get("DYNAMIC_CONFIG_AGENT_TOKEN") or None
+        password = self.password or env.get("DYNAMIC_CONFIG_AGENT_PASSWORD") or None
+        endpoint = self.endpoint or env.get("DYNAMIC_CONFIG_AGENT_ENDPOINT", "")
+        if (token, password, endpoint) == (self.token, self.password, self.endpoint):
+            return self  # frozen: the same spec (admission checks every agent it injects)
+        return replace(self, token=token, password=password, endpoint=endpoint)
 
     def __repr__(self) -> str:
         shown = ", ".join(

@@ -102,7 +102,9 @@ class ConsulStoreType(StoreTypeBase):
                         "change the scheme or remove them", words=True)
             )  # fmt: skip
         for each in spec.keys or (spec.key,):
-            refusals.extend(self._key_refusals(replace(spec, key=each)))
+            refusals.extend(
+                self._key_refusals(spec if each == spec.key else replace(spec, key=each))
+            )
         if len(spec.keys) > MAX_TXN_KEYS:
             refusals.append(
                 Refusal("keys", f"consul reads at most {MAX_TXN_KEYS} keys in one transaction; "

@@ -199,10 +199,22 @@ def _quoted(value: str) -> str:
     return shown(value)
 
 
+def _encodes(value: str) -> bool:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _text(value: str, name: str, flag: str | None) -> str:
     """``value`` if it is text; a lone surrogate (argv or environment bytes that are not
-    UTF-8, decoded with ``surrogateescape``) has no spelling in a request, a file or a log."""
-    if any(0xD800 <= ord(char) <= 0xDFFF for char in value):
+    UTF-8, decoded with ``surrogateescape``) has no spelling in a request, a file or a log.
+
+    Strict UTF-8 refuses exactly the surrogate code points, so the encoder is the check; ASCII
+    (nearly every flag) needs no look at all. The webhook runs this over every argument of
+    every agent it injects, so it is on admission's hot path."""
+    if not value.isascii() and not _encodes(value):
         raise UsageError(f"{name} holds bytes that are not UTF-8 text; give it as UTF-8", flag)
     return value
 

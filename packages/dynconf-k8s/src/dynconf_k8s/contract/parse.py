@@ -104,6 +104,25 @@ def injected_container_present(spec: object) -> bool:
     return False
 
 
+def _by_name(annotations: Mapping[str, str]) -> dict[tuple[str, str | None], str]:
+    """The contract's annotations by ``(base, suffix)``: the key :func:`annotation` spells.
+
+    Admission asks for a few hundred keys a pod mostly does not set; a lookup by name skips
+    writing each key out. Exactly the keys ``annotation(base, suffix)`` can spell are indexed
+    (no registry name holds a dot): ``source.`` or ``source..x`` are left for
+    :func:`_check_keys` to refuse, never read as ``source``.
+    """
+    ours: dict[tuple[str, str | None], str] = {}
+    for key, text in annotations.items():
+        if not isinstance(key, str) or not key.startswith(PREFIX):
+            continue
+        base, dot, suffix = key[len(PREFIX) :].partition(".")
+        if dot and (not suffix or "." in suffix):
+            continue
+        ours[base, suffix or None] = text
+    return ours
+
+
 def _pinned(key: str, pod: str, tier: str) -> Refusal:
     return Refusal(
         f'{key} is "{redact_url(pod)}", but {PINS_PHRASE} it to "{redact_url(tier)}" '
@@ -126,6 +145,7 @@ class _Pod:
         self._spec = spec
         self.inst = inst
         self.trace = trace
+        self._ours = _by_name(annotations)
 
     @cached_property
     def spec(self) -> Mapping[str, Any]:
@@ -144,7 +164,8 @@ class _Pod:
         return list(self.spec.get("containers") or [])
 
     def get(self, name: str, suffix: str | None = None) -> str | None:
-        return self.ann.get(annotation(name, suffix))
+        """The text of ``annotation(name, suffix)``, looked up without spelling the key."""
+        return self._ours.get((name, suffix or None))
 
     def rule(self, name: str, rule: Callable[[str], T], suffix: str | None = None) -> T | None:
         text = self.get(name, suffix)
@@ -161,6 +182,8 @@ class _Pod:
         store-shaped row asks annotation > per-store (its pins are checked up front, with the
         pairs'); any other row has only the annotation. Every text goes through the row's rule.
         """
+        if self.trace is None and (row.name, suffix or None) not in self._ours:
+            return self._unset(row, store, suffix)
         if row.fleet_env:
             value: Any = self.tiered(row.name, row.rule, store, suffix)
         elif row.store_shaped:
@@ -170,6 +193,19 @@ class _Pod:
             value = self.value(row.name, suffix)
             if row.rule is parse_bool:
                 self._note_switch(row, suffix)
+        return row.value if value is None else value
+
+    def _unset(self, row: Key, store: str | None, suffix: str | None) -> Any:
+        """:meth:`resolve` of a row the pod does not write, with nothing to record: the path
+        most rows of every pod take, so it asks only the tier that can answer."""
+        if row.fleet_env:
+            tier = self.inst.tier(row.name, store)
+            value = None if tier is None else row.rule(tier.text)
+        elif row.store_shaped:
+            tier = self.inst.store_tier(row.name, store)
+            value = None if tier is None else _judge(row.name, row.rule, tier.text, suffix)
+        else:
+            value = None
         return row.value if value is None else value
 
     def _note_switch(self, row: Key, suffix: str | None) -> None:

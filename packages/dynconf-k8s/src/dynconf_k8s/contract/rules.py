@@ -210,8 +210,12 @@ def parse_file_mode(text: str) -> int:
     return mode
 
 
+_CONTROL: Final = re.compile("[\x00-\x1f\x7f]")
+
+
 def _control(text: str) -> bool:
-    return any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in text)
+    """Whether ``text`` holds a C0 control character or DEL (one regex scan, not a loop)."""
+    return _CONTROL.search(text) is not None
 
 
 def parse_file_path(text: str) -> str:

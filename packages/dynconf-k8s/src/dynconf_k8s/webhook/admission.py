@@ -25,7 +25,12 @@ from dynconf_k8s.contract.registry import annotation
 from dynconf_k8s.contract.rules import STORES
 from dynconf_k8s.webhook.agentcheck import check_agent_args
 from dynconf_k8s.webhook.classes import ClassMap, apply_class
-from dynconf_k8s.webhook.patch import build_patch, container_names, volume_names
+from dynconf_k8s.webhook.patch import (
+    agent_containers,
+    build_patch,
+    container_names,
+    volume_names,
+)
 from dynconf_k8s.webhook.shape import check_metadata, check_spec, review_uid
 
 __all__ = ["Decision", "admit", "decide", "dumps_compact", "dumps_pretty"]
@@ -247,8 +252,9 @@ def _decide(
     _source_gates(plan, installation, base.namespace, trace)
     _env_gate(plan, installation, base.namespace, trace)
     _collisions(pod, plan)
-    check_agent_args(plan)
-    patch = base64.b64encode(dumps_compact(build_patch(pod, plan)).encode()).decode()
+    agents = agent_containers(plan)
+    check_agent_args(plan, agents)
+    patch = base64.b64encode(dumps_compact(build_patch(pod, plan, agents)).encode()).decode()
     response = {"allowed": True, "patch": patch, "patchType": "JSONPatch",
                 "uid": base.response["response"]["uid"]}  # fmt: skip
     if warnings:

@@ -16,7 +16,7 @@ from dynconf_k8s.agent.flags import UsageError, parse_also, parse_args
 from dynconf_k8s.contract.plan import Plan, Render
 from dynconf_k8s.contract.refusals import Refusal
 from dynconf_k8s.contract.registry import ALSO, FLAG_KEYS, PREFIX, annotation
-from dynconf_k8s.webhook.patch import agent_container, also_arg
+from dynconf_k8s.webhook.patch import AgentContainers, agent_containers, also_arg
 
 __all__ = ["check_agent_args"]
 
@@ -45,18 +45,26 @@ def _key_of(error: UsageError, render: Render, plan: Plan) -> str:
     return annotation(base, render.name)
 
 
-def check_agent_args(plan: Plan) -> None:
-    """Raise :class:`Refusal` when the agent would refuse any container this plan injects."""
+def check_agent_args(plan: Plan, containers: AgentContainers | None = None) -> None:
+    """Raise :class:`Refusal` when the agent would refuse any container this plan injects.
+
+    ``containers`` are the agents :func:`~dynconf_k8s.webhook.patch.agent_containers` built
+    for the patch, so the parser judges the very arguments the pod will carry.
+    """
+    agents = agent_containers(plan) if containers is None else containers
     for render in (plan.default, *plan.named):
-        for watch, wanted in ((False, plan.inits), (True, plan.watches)):
-            if not wanted:
-                continue
-            container = agent_container(plan, render, watch)
-            try:
-                parse_args(container["args"], _env(container))
-            except UsageError as error:
-                raise Refusal(
-                    f"{_key_of(error, render, plan)} would stop the agent at start "
-                    f"({error.message}) — "
-                    "fix the annotation so the agent can take it"
-                ) from None
+        for watch in (False, True):
+            container = agents.get((render.name, watch))
+            if container is not None:
+                _check(container, render, plan)
+
+
+def _check(container: Mapping[str, Any], render: Render, plan: Plan) -> None:
+    try:
+        parse_args(container["args"], _env(container))
+    except UsageError as error:
+        raise Refusal(
+            f"{_key_of(error, render, plan)} would stop the agent at start "
+            f"({error.message}) — "
+            "fix the annotation so the agent can take it"
+        ) from None

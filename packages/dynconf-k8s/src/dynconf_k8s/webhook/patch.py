@@ -21,7 +21,9 @@ from dynconf_k8s.contract.registry import KEYS, REGISTRY
 __all__ = [
     "ETC",
     "VOLUME",
+    "AgentContainers",
     "agent_container",
+    "agent_containers",
     "also_arg",
     "build_patch",
     "container_names",
@@ -36,6 +38,9 @@ SERVICEACCOUNT_DIR: Final = "/var/run/secrets/kubernetes.io/serviceaccount"
 _STATUS_PATH: Final = "/metadata/annotations/dynamic-config.rs~1status"
 
 Json = dict[str, Any]
+AgentContainers = Mapping[tuple[str | None, bool], Json]
+"""Every agent a plan injects, by ``(render name, watching)``: built once per admission, then
+checked by the agent's own parser and placed in the patch (the same dictionaries)."""
 
 
 def _add(path: str, value: object) -> Json:
@@ -333,6 +338,16 @@ def agent_container(plan: Plan, render: Render, watch: bool) -> Json:
     return container
 
 
+def agent_containers(plan: Plan) -> AgentContainers:
+    """Every agent the plan injects: the init agents, then the watchers, renders in order."""
+    out: dict[tuple[str | None, bool], Json] = {}
+    for watch, wanted in ((False, plan.inits), (True, plan.watches)):
+        if wanted:
+            for render in (plan.default, *plan.named):
+                out[render.name, watch] = agent_container(plan, render, watch)
+    return out
+
+
 def _first_render_probe() -> Json:
     """Hold the app containers until the native sidecar's first render is published.
 
@@ -408,8 +423,12 @@ def _env_inject(pod: Mapping[str, Any], plan: Plan) -> list[Json]:
     return ops
 
 
-def build_patch(pod: Mapping[str, Any], plan: Plan) -> list[Json]:
-    """The whole patch for an admitted plan."""
+def build_patch(
+    pod: Mapping[str, Any], plan: Plan, agents: AgentContainers | None = None
+) -> list[Json]:
+    """The whole patch for an admitted plan (``agents``: its agent containers, when built)."""
+    if agents is None:
+        agents = agent_containers(plan)
     metadata = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
     ops: list[Json] = []
@@ -436,9 +455,9 @@ def build_patch(pod: Mapping[str, Any], plan: Plan) -> list[Json]:
             ops.append(_add("/spec/initContainers", []))
             has_inits = True
         where = "/spec/initContainers/0" if plan.init_first else "/spec/initContainers/-"
-        ops.append(_add(where, agent_container(plan, plan.default, watch=False)))
+        ops.append(_add(where, agents[plan.default.name, False]))
         for render in plan.named:
-            ops.append(_add("/spec/initContainers/-", agent_container(plan, render, False)))
+            ops.append(_add("/spec/initContainers/-", agents[render.name, False]))
     if plan.watches:
         target = "/spec/containers/-"
         if plan.native_sidecar:
@@ -446,8 +465,8 @@ def build_patch(pod: Mapping[str, Any], plan: Plan) -> list[Json]:
                 ops.append(_add("/spec/initContainers", []))
             target = "/spec/initContainers/-"
         for render in (plan.default, *plan.named):
-            container = agent_container(plan, render, watch=True)
+            container = agents[render.name, True]
             if plan.native_sidecar:
-                container["restartPolicy"] = "Always"
+                container = {**container, "restartPolicy": "Always"}
             ops.append(_add(target, container))
     return ops
