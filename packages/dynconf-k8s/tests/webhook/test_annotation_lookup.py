@@ -9,12 +9,15 @@ a trailing dot, a dotted suffix — are never read as a key it can.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import pytest
 
 from dynconf_k8s.contract import parse_installation
 from dynconf_k8s.contract.parse import _Pod
 from dynconf_k8s.contract.registry import ALSO, REGISTRY, annotation
-from dynconf_k8s.webhook.admission import decide
+from dynconf_k8s.webhook.admission import Decision
 
 ODD_KEYS = {
     "dynamic-config.rs/source.": "vault",
@@ -44,25 +47,18 @@ def test_every_lookup_answers_what_the_spelled_key_answers() -> None:
 
 
 @pytest.mark.parametrize("key", ["dynamic-config.rs/inject.", "dynamic-config.rs/inject..x"])
-def test_a_key_the_contract_cannot_spell_is_not_read_as_inject(key: str) -> None:
-    pod = {"metadata": {"name": "app", "annotations": {key: "true"}},
-           "spec": {"containers": [{"name": "app", "image": "busybox"}]}}  # fmt: skip
-    decision = decide({"request": {"uid": "u", "object": pod}}, parse_installation({}))
+def test_a_key_the_contract_cannot_spell_is_not_read_as_inject(
+    key: str, make_pod: Callable[..., dict[str, Any]], judge: Callable[..., Decision]
+) -> None:
+    decision = judge(make_pod({key: "true"}))
     assert decision.outcome == "skipped"
     assert decision.response["response"]["allowed"] is True
 
 
-def test_a_trailing_dot_is_refused_by_name_not_read_as_the_key() -> None:
-    annotations = {
-        "dynamic-config.rs/inject": "true",
-        "dynamic-config.rs/source.": "consul",
-        "dynamic-config.rs/endpoint": "http://consul:8500",
-        "dynamic-config.rs/key": "myapp/config.json",
-        "dynamic-config.rs/path": "/config/app.json",
-    }
-    pod = {"metadata": {"name": "app", "annotations": annotations},
-           "spec": {"containers": [{"name": "app", "image": "busybox"}]}}  # fmt: skip
-    decision = decide({"request": {"uid": "u", "object": pod}}, parse_installation({}))
+def test_a_trailing_dot_is_refused_by_name_not_read_as_the_key(
+    pod_with: Callable[..., dict[str, Any]], judge: Callable[..., Decision]
+) -> None:
+    decision = judge(pod_with({"source.": "consul"}, drop=("source",)))
     assert decision.response["response"]["allowed"] is False
     message = decision.response["response"]["status"]["message"]
     assert "dynamic-config.rs/source. is not part of the contract" in message
