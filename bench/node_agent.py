@@ -1,25 +1,30 @@
 """The node agent at its reason for being: many pods on one node reading one document.
 
 Run from the repo root: ``uv run python bench/node_agent.py [--stores redis,nats,consul]
-[--volumes 100] [--sidecars 100] [--rounds 20] [--watch 15]``. Uses the servers
-``scripts/testenv`` publishes (starting, and afterwards stopping, any that is not running). For
-each store, one ``dynamic-config-node-agent`` publishes ``--volumes`` inline volumes of one
-document over its CSI socket (``watch-seconds`` = ``--watch``), then reports:
+[--volumes 100] [--documents 1] [--sidecars 100] [--rounds 20] [--watch 15]``; issue 19's
+shape is ``--volumes 500 --documents 50``. Uses the servers ``scripts/testenv`` publishes
+(starting, and afterwards stopping, any that is not running). For each store, one
+``dynamic-config-node-agent`` publishes ``--volumes`` inline volumes over its CSI socket
+(``watch-seconds`` = ``--watch``), volume ``i`` reading document ``i % --documents``, then
+reports:
 
 * open store connections, counted at the server: every client connection the server holds
   (Redis ``CLIENT LIST``, NATS ``/connz``, and for Consul — whose API lists no connections —
   the established sockets of the Consul process on its HTTP port, what ``ss -tn sport = :PORT``
   shows), attributed to the node agent by matching each connection's client address with the
   agent's own sockets. Counted right after publishing and again once a resync interval has
-  passed, because a push store's resync is a read beside the watch (target 1);
-* the watches the server holds for the document, where it counts them (Redis
-  ``PUBSUB NUMSUB`` of the keyspace channel, NATS consumers on the bucket's stream; target 1);
-* RSS of the node agent with every volume published (target <= 96 MiB);
-* time from a write to the store until all volumes' files hold the new value, over ``--rounds``
-  writes (target p95 <= 1 s);
+  passed, because a push store's resync is a read beside the watch (target: one per
+  document at most);
+* the watches the server holds for the documents, where it counts them (Redis
+  ``PUBSUB NUMSUB`` of the keyspace channels, NATS consumers on the bucket's stream; target:
+  one per document);
+* RSS of the node agent with every volume published (target <= 96 MiB; <= 128 MiB from 500
+  volumes);
+* time from writing every document to the store until all volumes' files hold the new
+  value, over ``--rounds`` rounds (target p95 <= 1 s);
 * the summed RSS of ``--sidecars`` ``dynamic-config-agent --watch N`` processes reading the
-  same document the same way, their connections counted at the server (after a resync
-  interval too), and the ratio.
+  documents the same way, their connections counted at the server (after a resync interval
+  too), and the ratio.
 """
 
 from __future__ import annotations
@@ -137,16 +142,23 @@ def http_json(url: str, method: str = "GET", data: bytes | None = None) -> Any:
 
 # ---------------------------------------------------------------------------- stores
 class Store:
-    """One server, one document on it, and how to count what its clients hold open."""
+    """One server, ``documents`` documents on it, and how to count what its clients hold open."""
 
     name = ""
     counted_by = ""
 
-    def volume(self) -> dict[str, str]:
-        """The volume attributes (and agent flags) naming the document."""
+    def __init__(self, documents: int) -> None:
+        self.documents = documents
+        self.prefix = f"bench/{uuid.uuid4().hex[:8]}"
+
+    def key(self, document: int) -> str:
+        return f"{self.prefix}/config-{document}.json"
+
+    def volume(self, document: int) -> dict[str, str]:
+        """The volume attributes (and agent flags) naming one document."""
         raise NotImplementedError
 
-    def write(self, text: str) -> None:
+    def write(self, text: str, document: int) -> None:
         raise NotImplementedError
 
     def peers(self) -> set[Address]:
@@ -154,7 +166,7 @@ class Store:
         raise NotImplementedError
 
     def watches(self) -> int | None:
-        """Watches of the document the server counts, or None when it counts none."""
+        """Watches of the documents the server counts, or None when it counts none."""
         return None
 
     def close(self) -> None:
@@ -163,8 +175,8 @@ class Store:
     def connections(self, pids: Iterable[int]) -> int:
         return len(self.peers() & client_addresses(pids))
 
-    def sidecar_args(self) -> list[str]:
-        attrs = self.volume()
+    def sidecar_args(self, document: int) -> list[str]:
+        attrs = self.volume(document)
         return ["--source", attrs["source"], "--endpoint", attrs["endpoint"], "--key", attrs["key"]]
 
 
@@ -172,19 +184,19 @@ class RedisStore(Store):
     name = "redis"
     counted_by = "CLIENT LIST"
 
-    def __init__(self, started: list[str]) -> None:
+    def __init__(self, started: list[str], documents: int) -> None:
         import redis
 
+        super().__init__(documents)
         env = server_env("redis", started)
         self.url = env["DYNCONF_TEST_REDIS_URL"]
         self.client: Any = redis.Redis.from_url(self.url)
-        self.key = f"bench/{uuid.uuid4().hex[:8]}/config.json"
 
-    def volume(self) -> dict[str, str]:
-        return {"source": "redis", "endpoint": self.url, "key": self.key}
+    def volume(self, document: int) -> dict[str, str]:
+        return {"source": "redis", "endpoint": self.url, "key": self.key(document)}
 
-    def write(self, text: str) -> None:
-        self.client.set(self.key, text)
+    def write(self, text: str, document: int) -> None:
+        self.client.set(self.key(document), text)
 
     def peers(self) -> set[Address]:
         found = set()
@@ -194,10 +206,11 @@ class RedisStore(Store):
         return found
 
     def watches(self) -> int:
-        return int(self.client.pubsub_numsub(f"__keyspace@0__:{self.key}")[0][1])
+        channels = [f"__keyspace@0__:{self.key(d)}" for d in range(self.documents)]
+        return sum(int(count) for _channel, count in self.client.pubsub_numsub(*channels))
 
     def close(self) -> None:
-        self.client.delete(self.key)
+        self.client.delete(*(self.key(d) for d in range(self.documents)))
         self.client.close()
 
 
@@ -205,7 +218,8 @@ class NatsStore(Store):
     name = "nats"
     counted_by = "/connz"
 
-    def __init__(self, started: list[str]) -> None:
+    def __init__(self, started: list[str], documents: int) -> None:
+        super().__init__(documents)
         env = server_env("nats", started)
         self.url = env["DYNCONF_TEST_NATS_URL"]
         self.monitor = env["DYNCONF_TEST_NATS_MONITOR_URL"]
@@ -219,11 +233,12 @@ class NatsStore(Store):
         self.nc = await nats.connect(self.url, connect_timeout=5)
         return await self.nc.jetstream().create_key_value(bucket=self.bucket)
 
-    def volume(self) -> dict[str, str]:
-        return {"source": "nats", "endpoint": self.url, "key": f"{self.bucket}/config.json"}
+    def volume(self, document: int) -> dict[str, str]:
+        key = f"{self.bucket}/config-{document}.json"
+        return {"source": "nats", "endpoint": self.url, "key": key}
 
-    def write(self, text: str) -> None:
-        self.loop.run_until_complete(self.kv.put("config.json", text.encode()))
+    def write(self, text: str, document: int) -> None:
+        self.loop.run_until_complete(self.kv.put(f"config-{document}.json", text.encode()))
 
     def peers(self) -> set[Address]:
         body = http_json(f"{self.monitor}/connz?limit=100000")
@@ -250,19 +265,19 @@ class ConsulStore(Store):
     name = "consul"
     counted_by = "the Consul process's sockets on its HTTP port"
 
-    def __init__(self, started: list[str]) -> None:
+    def __init__(self, started: list[str], documents: int) -> None:
+        super().__init__(documents)
         env = server_env("consul", started)
         self.url = env["DYNCONF_TEST_CONSUL_URL"]
         self.port = int(env["DYNCONF_TEST_CONSUL_ADDR"].rpartition(":")[2])
-        self.key = f"bench/{uuid.uuid4().hex[:8]}/config.json"
         pids = (RUN / "groups" / "consul").read_text().split()
         self.server_pids = [int((RUN / "pids" / f"{p}.pid").read_text()) for p in pids]
 
-    def volume(self) -> dict[str, str]:
-        return {"source": "consul", "endpoint": self.url, "key": self.key}
+    def volume(self, document: int) -> dict[str, str]:
+        return {"source": "consul", "endpoint": self.url, "key": self.key(document)}
 
-    def write(self, text: str) -> None:
-        http_json(f"{self.url}/v1/kv/{self.key}", "PUT", text.encode())
+    def write(self, text: str, document: int) -> None:
+        http_json(f"{self.url}/v1/kv/{self.key(document)}", "PUT", text.encode())
 
     def peers(self) -> set[Address]:
         return {
@@ -273,10 +288,10 @@ class ConsulStore(Store):
         }
 
     def close(self) -> None:
-        http_json(f"{self.url}/v1/kv/{self.key}", "DELETE")
+        http_json(f"{self.url}/v1/kv/{self.prefix}?recurse=true", "DELETE")
 
 
-STORES: dict[str, Callable[[list[str]], Store]] = {
+STORES: dict[str, Callable[[list[str], int], Store]] = {
     "redis": RedisStore,
     "nats": NatsStore,
     "consul": ConsulStore,
@@ -314,8 +329,15 @@ def stop(processes: list[subprocess.Popen[bytes]]) -> None:
     processes.clear()
 
 
+def write_all(store: Store, text: str) -> None:
+    for document in range(store.documents):
+        store.write(text, document)
+
+
 def bench_store(store: Store, args: argparse.Namespace) -> dict[str, Any]:
-    store.write(json.dumps({"port": 0}))
+    write_all(store, json.dumps({"port": 0}))
+    documents = store.documents
+    rss_target = 128 if args.volumes >= 500 else 96
     root = Path(tempfile.mkdtemp(prefix="dcnb-"))
     processes: list[subprocess.Popen[bytes]] = []
     try:
@@ -335,17 +357,17 @@ def bench_store(store: Store, args: argparse.Namespace) -> dict[str, Any]:
         processes.append(agent)
         wait_for(socket.exists, what="the CSI socket")
         channel = grpc.insecure_channel(f"unix://{socket}")
-        attributes = {**store.volume(), "watch-seconds": str(args.watch)}
         targets = []
         begin = time.monotonic()
         for index in range(args.volumes):
             parent = root / "pods" / f"pod-{index}" / "volumes" / "kubernetes.io~csi" / "config"
             parent.mkdir(parents=True)
             targets.append(parent / "mount")
+            attributes = {**store.volume(index % documents), "watch-seconds": str(args.watch)}
             publish(channel, targets[-1], attributes, index)
         published = time.monotonic()
         if store.watches() is not None:
-            wait_for(lambda: store.watches() == 1, what="the watch")
+            wait_for(lambda: store.watches() == documents, what="the watches")
         else:
             time.sleep(0.5)  # the watch's first (priming) query
         at_publish = store.connections([agent.pid])
@@ -354,7 +376,7 @@ def bench_store(store: Store, args: argparse.Namespace) -> dict[str, Any]:
         for round_ in range(1, args.rounds + 1):
             marker = f'"port": {round_}'
             start = time.monotonic()
-            store.write(json.dumps({"port": round_}))
+            write_all(store, json.dumps({"port": round_}))
             wait_for(partial(all_hold, targets, marker), what="files")
             samples.append(time.monotonic() - start)
         samples.sort()
@@ -372,13 +394,14 @@ def bench_store(store: Store, args: argparse.Namespace) -> dict[str, Any]:
 
         name = store.name
         shown_watches = "n/a (the server counts none)" if watches is None else str(watches)
-        print(f"[{name}] volumes                      {args.volumes} "
-              f"(published in {published - begin:.2f} s)")  # fmt: skip
+        print(f"[{name}] volumes                      {args.volumes} of {documents} "
+              f"document(s) (published in {published - begin:.2f} s)")  # fmt: skip
         print(f"[{name}] store connections (server)   {at_publish} after publish, "
-              f"{after_resync} after a resync interval   target 1   "
+              f"{after_resync} after a resync interval   target <= {documents}   "
               f"(counted by {store.counted_by})")  # fmt: skip
-        print(f"[{name}] store watches (server)       {shown_watches}   target 1")
-        print(f"[{name}] node agent RSS               {node_rss:.1f} MiB   target <= 96 MiB")
+        print(f"[{name}] store watches (server)       {shown_watches}   target {documents}")
+        print(f"[{name}] node agent RSS               {node_rss:.1f} MiB   "
+              f"target <= {rss_target} MiB")  # fmt: skip
         print(f"[{name}] change -> all files p50      {p50 * 1000:.0f} ms")
         print(f"[{name}] change -> all files p95      {p95 * 1000:.0f} ms   target <= 1000 ms")
         print(f"[{name}] change -> all files max      {samples[-1] * 1000:.0f} ms")
@@ -394,7 +417,7 @@ def bench_store(store: Store, args: argparse.Namespace) -> dict[str, Any]:
                 proc = subprocess.Popen(
                     [
                         str(BIN / "dynamic-config-agent"),
-                        *store.sidecar_args(),
+                        *store.sidecar_args(index % documents),
                         "--out",
                         str(out),
                         "--watch",
@@ -433,6 +456,7 @@ def bench_store(store: Store, args: argparse.Namespace) -> dict[str, Any]:
         return {
             "store": name,
             "volumes": args.volumes,
+            "documents": documents,
             "connections": after_resync,
             "connections_after_publish": at_publish,
             "watches": watches,
@@ -453,6 +477,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--stores", default="redis,nats,consul")
     parser.add_argument("--volumes", type=int, default=100)
+    parser.add_argument("--documents", type=int, default=1, help="volume i reads document i % N")
     parser.add_argument("--sidecars", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--watch", type=int, default=15, help="watch-seconds / --watch")
@@ -466,7 +491,7 @@ def main() -> None:
     results = []
     try:
         for name in names:
-            store = STORES[name](started)
+            store = STORES[name](started, max(1, min(args.documents, args.volumes)))
             try:
                 results.append(bench_store(store, args))
             finally:

@@ -270,3 +270,33 @@ def test_one_client_cannot_hold_every_stream(serve, config_dir):
             headers={"Authorization": f"Bearer {OTHER_TOKEN}"},
         ))  # fmt: skip
         assert other.status_code == 200  # another tenant still gets a slot
+
+
+def test_shutdown_ends_held_streams_before_the_drain_runs_out(serve, config_dir):
+    """Closing wakes each stream's wait on its section, so draining never waits on a stream."""
+    import requests
+
+    # keep-alives far apart: a stream must not end only because its keep-alive came round
+    server = serve(base_settings(config_dir, keepalive_seconds=30), base=config_dir.root)
+    deadline = time.monotonic() + 10
+    while get(f"{server.url}/billing/prod")[0] != 200:
+        assert time.monotonic() < deadline, "the section never loaded"
+        time.sleep(0.02)
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    with contextlib.ExitStack() as held:
+        streams = []
+        for path in ("billing/prod", "billing/prod", "shop/prod"):
+            response = held.enter_context(requests.get(
+                f"{server.url}/{path}/stream", stream=True, timeout=10,
+                headers=headers if path.startswith("billing") else
+                {"Authorization": f"Bearer {OTHER_TOKEN}"},
+            ))  # fmt: skip
+            lines = response.iter_lines(chunk_size=1)
+            held.callback(lines.close)
+            assert next(lines).startswith(b"id: ")
+            streams.append(lines)
+        started = time.monotonic()
+        server.stop()
+        assert time.monotonic() - started < 1.5  # the drain allows 2 s
+        for lines in streams:
+            assert [line for line in lines if line.startswith(b"id: ")] == []  # ended

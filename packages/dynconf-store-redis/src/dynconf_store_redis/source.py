@@ -1,8 +1,10 @@
 """The Redis source: one string key, read with GET, watched through keyspace notifications.
 
 Blocking (redis-py's synchronous client); the agent runs it in a worker thread. The watch
-subscribes to ``__keyspace@<db>__:<key>`` on a dedicated connection and re-reads the key on
-every notification, so a delete or an expiry answers ABSENT and a write its new text.
+subscribes to ``__keyspace@<db>__:<key>`` on a connection of its own and re-reads the key on
+every notification, so a delete or an expiry answers ABSENT and a write its new text. Under
+RESP3 (Redis 6 and later) that one connection also answers every read while the watch is up,
+so a followed key holds one connection, not two (:mod:`dynconf_store_redis.subscription`).
 
 Redis counts no revision for a key, so ``Fetched.revision`` is ``None``: inventing a marker
 (a hash, a local counter) would make dashboards compare numbers that mean nothing across
@@ -20,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Final
 
@@ -36,10 +37,10 @@ from dynconf.stores import (
 )
 from dynconf_store_redis.address import RedisAddress
 from dynconf_store_redis.plugin import RedisStoreType
+from dynconf_store_redis.subscription import Subscription, SubscriptionClosed
 
 if TYPE_CHECKING:
     import redis
-    from redis.client import PubSub
 
 __all__ = ["DEFAULT_TIMEOUT", "NotificationsDisabledError", "RedisSource"]
 
@@ -82,6 +83,8 @@ class RedisSource(SourceSupport):
         self._timeout = timeout or DEFAULT_TIMEOUT
         self._client_instance: redis.Redis | None = None
         self._lock = threading.Lock()
+        self._live: Subscription | None = None
+        """The watch's subscription while it is up and can read (RESP3); reads go through it."""
 
     @property
     def channel(self) -> str:
@@ -102,7 +105,7 @@ class RedisSource(SourceSupport):
 
     def fetch(self) -> Fetched | Absent:
         try:
-            value = self._client().get(self._key)
+            value = self._read()
         except Exception as exc:
             self._drop_client()
             raise self._translate(exc) from None
@@ -118,6 +121,17 @@ class RedisSource(SourceSupport):
             ) from None
         return Fetched(text=text, format=self._format)
 
+    def _read(self) -> Any:
+        """GET the key: on the watch's connection while it is up, else on the client's pool."""
+        live = self._live
+        if live is not None:
+            with contextlib.suppress(SubscriptionClosed):
+                return live.get(self._key)
+        value = self._client().get(self._key)
+        if self._live is not None:  # the watch came up meanwhile: this connection is spare
+            self._release_pool()
+        return value
+
     def changes(self, interval: float, stop: Callable[[], bool]) -> Iterator[Fetched | Absent]:
         """Yield the key's document after each keyspace notification (ABSENT once gone).
 
@@ -130,9 +144,12 @@ class RedisSource(SourceSupport):
         pace = Pace(interval=RECONNECT_BASE, ceiling=max(RECONNECT_CEILING, interval))
         last: Fetched | Absent | None = None
         while not stop():
-            subscription: PubSub | None = None
+            subscription: Subscription | None = None
             try:
                 subscription = self._subscribe()
+                if subscription.reads:
+                    self._live = subscription
+                    self._release_pool()
                 answer = self.fetch()
                 pace.succeeded()
                 if last is not None and _moved(last, answer):
@@ -157,40 +174,43 @@ class RedisSource(SourceSupport):
                 self.pause(pace.next_wait(), stop)
             finally:
                 if subscription is not None:
-                    _close_quietly(subscription)
+                    if self._live is subscription:
+                        self._live = None
+                    subscription.close()
 
     def close(self) -> None:
         self._drop_client()
 
     # -- the subscription ---------------------------------------------------------------
 
-    def _subscribe(self) -> PubSub:
+    def _subscribe(self) -> Subscription:
         """A confirmed subscription to the key's channel, on a connection of its own."""
-        client = self._client()
-        self._check_notifications(client)
-        subscription: PubSub = client.pubsub()  # type: ignore[no-untyped-call, unused-ignore]
+        import redis as redis_module
+
+        def refused_hello(exc: BaseException) -> bool:
+            # A server before Redis 6, or a proxy, that does not know or allow HELLO 3.
+            return isinstance(exc, redis_module.exceptions.ResponseError) and (
+                "HELLO" in str(exc).upper() or "unknown command" in str(exc).lower()
+            )
+
         try:
-            subscription.subscribe(self.channel)  # type: ignore[no-untyped-call, unused-ignore]
-            deadline = time.monotonic() + self._timeout
-            while time.monotonic() < deadline:
-                message = subscription.get_message(timeout=STOP_SLICE)
-                if message is not None and message.get("type") == "subscribe":
-                    break
-            else:
-                _close_quietly(subscription)
-                raise self.remote_error(
-                    f"did not confirm the subscription within {self._timeout:g} s"
-                )
+            return Subscription.open(
+                self._connect,
+                self.channel,
+                timeout=self._timeout,
+                refused_hello=refused_hello,
+                before=self._check_notifications,
+            )
+        except DynconfError:
+            raise
         except Exception as exc:
-            _close_quietly(subscription)
             self._drop_client()
             raise self._translate(exc, subscribing=True) from None
-        return subscription
 
-    def _notified(self, subscription: PubSub) -> bool:
+    def _notified(self, subscription: Subscription) -> bool:
         """Wait one slice for a notification; raise when the subscription is dead."""
         try:
-            message = subscription.get_message(timeout=STOP_SLICE)
+            return subscription.wait(STOP_SLICE)
         except Exception as exc:
             self._drop_client()
             error = self._translate(exc)
@@ -199,9 +219,8 @@ class RedisSource(SourceSupport):
             raise self.remote_error(
                 f"lost its subscription ({type(exc).__name__}); re-subscribing"
             ) from None
-        return message is not None and message.get("type") == "message"
 
-    def _check_notifications(self, client: redis.Redis) -> None:
+    def _check_notifications(self, subscription: Subscription) -> None:
         """Refuse to watch silently when the server publishes nothing for the key.
 
         Needs ``CONFIG GET``; when the server or the ACL user forbids it, the check is
@@ -210,7 +229,7 @@ class RedisSource(SourceSupport):
         import redis as redis_module
 
         try:
-            answer: Any = client.config_get("notify-keyspace-events")
+            answer = subscription.config_get("notify-keyspace-events")
         except (redis_module.exceptions.ResponseError, redis_module.exceptions.AuthorizationError):
             log.warning(
                 "redis_notifications_unverified",
@@ -222,10 +241,7 @@ class RedisSource(SourceSupport):
                 },
             )
             return
-        except Exception as exc:
-            self._drop_client()
-            raise self._translate(exc) from None
-        flags = str(answer.get("notify-keyspace-events", "")) if isinstance(answer, dict) else ""
+        flags = answer or ""
         every = "A" in flags
         if "K" in flags and (every or "$" in flags) and (every or "g" in flags):
             return
@@ -247,35 +263,60 @@ class RedisSource(SourceSupport):
     def _build_client(self) -> redis.Redis:
         """A fresh client; the trust files are read by each new connection's handshake."""
         import redis as redis_module
+
+        return redis_module.Redis(ssl=self._address.tls, **self._connection_options())
+
+    def _connect(self, protocol: int) -> Any:
+        """A connected connection of the watch's own, speaking RESP ``protocol``."""
+        from redis.connection import Connection, SSLConnection
+
+        kind = SSLConnection if self._address.tls else Connection
+        connection: Any = kind(protocol=protocol, **self._connection_options())
+        try:
+            connection.connect()
+        except BaseException:
+            with contextlib.suppress(Exception):  # a half-open connection may refuse to close
+                connection.disconnect()
+            raise
+        return connection
+
+    def _connection_options(self) -> dict[str, Any]:
+        """What every connection to the server is opened with: the client's and the watch's."""
         from redis.backoff import NoBackoff
         from redis.retry import Retry
 
         address = self._address
-        options: dict[str, Any] = {}
-        if address.tls:
-            options = {
-                "ssl": True,
-                "ssl_cert_reqs": "required",
-                "ssl_check_hostname": True,
-                "ssl_ca_certs": self._tls.ca_file,
-                "ssl_certfile": self._tls.cert_file,
-                "ssl_keyfile": self._tls.key_file,
-            }
         password = address.password
         if address.username and password is None:
             password = ""  # a lone name is an ACL user without a password (nopass)
-        return redis_module.Redis(
-            host=address.host,
-            port=address.port,
-            db=address.db,
-            username=address.username,
-            password=password,
-            socket_timeout=self._timeout,
-            socket_connect_timeout=self._timeout,
-            retry=Retry(NoBackoff(), 0),
-            health_check_interval=0,
-            **options,
-        )
+        options: dict[str, Any] = {
+            "host": address.host,
+            "port": address.port,
+            "db": address.db,
+            "username": address.username,
+            "password": password,
+            "socket_timeout": self._timeout,
+            "socket_connect_timeout": self._timeout,
+            "retry": Retry(NoBackoff(), 0),
+            "health_check_interval": 0,
+        }
+        if address.tls:
+            options.update(
+                ssl_cert_reqs="required",
+                ssl_check_hostname=True,
+                ssl_ca_certs=self._tls.ca_file,
+                ssl_certfile=self._tls.cert_file,
+                ssl_keyfile=self._tls.key_file,
+            )
+        return options
+
+    def _release_pool(self) -> None:
+        """Close the client's idle connections: while the watch reads, they would sit unused."""
+        with self._lock:
+            client = self._client_instance
+        if client is not None:
+            with contextlib.suppress(Exception):
+                client.connection_pool.disconnect(inuse_connections=False)
 
     def _drop_client(self) -> None:
         """Forget the client so the next call connects afresh (and re-reads trust files)."""

@@ -342,25 +342,26 @@ class _Server:
                     sent = section.generation
                     yield _event(section)
                     continue
-                with contextlib.suppress(TimeoutError):
-                    waiter = asyncio.ensure_future(changed.wait())
-                    closer = asyncio.ensure_future(self.closing.wait())
-                    try:
-                        done, _ = await asyncio.wait(
-                            {waiter, closer}, timeout=self.settings.keepalive_seconds,
-                            return_when=asyncio.FIRST_COMPLETED,
-                        )  # fmt: skip
-                    finally:
-                        waiter.cancel()
-                        closer.cancel()
-                    if not done:
-                        yield b": keep-alive\n\n"
+                # One future per stream on the section's event and no task of its own: a
+                # change to a section 10,000 streams follow wakes each stream once.
+                # close_streams sets the event too, so closing needs no second waiter.
+                try:
+                    async with asyncio.timeout(self.settings.keepalive_seconds):
+                        await changed.wait()
+                except TimeoutError:
+                    yield b": keep-alive\n\n"
         finally:
             self.streams["open"] -= 1
             self.per_caller[caller] -= 1
             if self.per_caller[caller] <= 0:
                 del self.per_caller[caller]
             self.metrics.subscribers.dec()
+
+    def close_streams(self) -> None:
+        """End every change stream: mark the server closing and wake each stream's wait."""
+        self.closing.set()
+        for section in self.documents.sections.values():
+            section.changed.set()
 
     # ------------------------------------------------------------------ lifecycle
     def traced(self, handler: Handler) -> Handler:
@@ -379,7 +380,7 @@ class _Server:
         try:
             yield
         finally:
-            self.closing.set()
+            self.close_streams()
             await self.documents.stop()
 
 
@@ -409,6 +410,7 @@ def create_app(settings: Settings, *, registry: Registry | None = None,
     app.state.documents = server.documents
     app.state.authenticator = server.authenticator
     app.state.closing = server.closing
+    app.state.close_streams = server.close_streams
     app.state.streams = server.streams
     app.state.streams_by_caller = server.per_caller
     return app

@@ -58,7 +58,7 @@ def build_server(settings: Settings, app: Any | None = None, *, port: int | None
         """Ends change streams first at shutdown, so draining does not wait on them."""
 
         async def shutdown(self, sockets: Any = None) -> None:
-            served.state.closing.set()
+            served.state.close_streams()
             await super().shutdown(sockets)
             if tracing is not None:
                 # here, not after run(): uvicorn re-raises the SIGTERM it caught once serving
