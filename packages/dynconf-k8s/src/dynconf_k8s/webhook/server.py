@@ -32,6 +32,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
+from dynconf.logs import RequestLog
 from dynconf.tracing import Span, Tracing
 from dynconf_k8s.inforce import InstallationInForce, LiveSource, ResourceWatch, live_source
 from dynconf_k8s.webhook.admission import decide
@@ -44,6 +45,8 @@ from dynconf_k8s.webhook.tls import ServingTls
 __all__ = ["NoTlsMaterial", "create_app", "create_metrics_app", "serve"]
 
 log = logging.getLogger("dynconf_k8s.webhook")
+audit = RequestLog(log)
+"""The admission line, written without a log record (one per admission)."""
 
 
 class NoTlsMaterial(RuntimeError):
@@ -131,9 +134,9 @@ def create_app(
             decision.outcome, decision.reason, time.perf_counter() - started, decision.patch_bytes
         )
         if decision.outcome != "skipped":
-            log.info(
+            audit.info(
                 "admission",
-                extra={
+                {
                     "namespace": decision.namespace,
                     "pod": decision.pod,
                     "source": decision.source,

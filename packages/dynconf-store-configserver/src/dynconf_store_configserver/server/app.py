@@ -44,6 +44,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from dynconf.logs import RequestLog
 from dynconf.metrics import StoreRequestsCollector
 from dynconf.plugins import Registry
 from dynconf.tracing import Span, Tracing
@@ -54,7 +55,7 @@ from dynconf_store_configserver.server.settings import Settings
 
 __all__ = ["create_app"]
 
-audit = logging.getLogger("dynconf.server.audit")
+audit = RequestLog(logging.getLogger("dynconf.server.audit"))
 
 _JSON: Final = "application/json"
 NOT_FOUND: Final = b'{"error":"not_found"}'
@@ -172,10 +173,10 @@ class _Server:
                      generation=section.generation if section else None)  # fmt: skip
         audit.info(
             "request",
-            extra={"caller": caller, "application": names[0] if names else "-",
-                   "profile": names[1] if names else "-", "endpoint": endpoint,
-                   "outcome": outcome, "status": status,
-                   "generation": section.generation if section else "-"},
+            {"caller": caller, "application": names[0] if names else "-",
+             "profile": names[1] if names else "-", "endpoint": endpoint,
+             "outcome": outcome, "status": status,
+             "generation": section.generation if section else "-"},
         )  # fmt: skip
 
     # ------------------------------------------------------------------ routes
