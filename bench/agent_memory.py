@@ -34,6 +34,12 @@ ENDPOINTS = {
     "consul": "http://consul.infra.svc:8500",
     "firestore": "demo-project",
     "s3": "bench-bucket",
+    "redis": "redis://redis.infra.svc:6379/0",
+    "etcd": "http://etcd.infra.svc:2379",
+    "nats": "nats://nats.infra.svc:4222",
+    "vault": "https://vault.infra.svc:8200",
+    "git": "https://git.infra.svc/config.git",
+    "config-server": "https://config.infra.svc",
 }
 """An endpoint each store's admission accepts (only the limit it is given is read)."""
 
