@@ -40,9 +40,13 @@ API_VERSION: Final = "admission.k8s.io/v1"
 log = logging.getLogger("dynconf_k8s.webhook")
 
 
+_COMPACT: Final = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+"""One encoder for every patch: ``json.dumps`` with arguments builds a new one per call."""
+
+
 def dumps_compact(value: object) -> str:
     """Compact JSON with sorted keys (the patch's bytes)."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return _COMPACT.encode(value)
 
 
 def dumps_pretty(value: object) -> str:

@@ -9,6 +9,7 @@ annotation that produced the refused flag (:data:`~dynconf_k8s.contract.registry
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -20,6 +21,8 @@ from dynconf_k8s.webhook.patch import AgentContainers, agent_containers, also_ar
 
 __all__ = ["check_agent_args"]
 
+ACCEPTED_MEMO: Final = 4096
+"""Agent command lines whose acceptance is remembered (least recently used dropped first)."""
 RUNTIME_VALUE: Final = "set-at-runtime"
 """What a Secret- or downward-API-backed variable stands for here: present, value unknown."""
 
@@ -28,6 +31,17 @@ def _env(container: Mapping[str, Any]) -> dict[str, str]:
     return {
         entry["name"]: entry.get("value", RUNTIME_VALUE) for entry in container.get("env") or []
     }
+
+
+@functools.lru_cache(maxsize=ACCEPTED_MEMO)
+def _accepted(args: tuple[str, ...], env: tuple[tuple[str, str], ...]) -> None:
+    """:func:`parse_args` of one agent's command line, remembered once it is accepted.
+
+    The parser's answer depends only on the arguments, the environment and the stores this
+    process loaded, which never change while it runs; the pods of one workload carry the
+    same agent, so each is judged once. A refusal raises and is not remembered.
+    """
+    parse_args(args, dict(env))
 
 
 def _key_of(error: UsageError, render: Render, plan: Plan) -> str:
@@ -61,7 +75,7 @@ def check_agent_args(plan: Plan, containers: AgentContainers | None = None) -> N
 
 def _check(container: Mapping[str, Any], render: Render, plan: Plan) -> None:
     try:
-        parse_args(container["args"], _env(container))
+        _accepted(tuple(container["args"]), tuple(_env(container).items()))
     except UsageError as error:
         raise Refusal(
             f"{_key_of(error, render, plan)} would stop the agent at start "

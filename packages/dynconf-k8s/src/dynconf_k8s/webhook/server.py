@@ -22,7 +22,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Final
 
 import uvicorn
 import yaml
@@ -45,6 +45,8 @@ from dynconf_k8s.webhook.tls import ServingTls
 __all__ = ["NoTlsMaterial", "create_app", "create_metrics_app", "serve"]
 
 log = logging.getLogger("dynconf_k8s.webhook")
+_RESPONSE: Final = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+"""The AdmissionReview answer's encoder, built once (``json.dumps`` builds one per call)."""
 audit = RequestLog(log)
 """The admission line, written without a log record (one per admission)."""
 
@@ -144,7 +146,7 @@ def create_app(
                     "reason": decision.reason,
                 },
             )
-        body = json.dumps(decision.response, separators=(",", ":"), ensure_ascii=False)
+        body = _RESPONSE.encode(decision.response)
         return Response(body, media_type="application/json")
 
     routes = [Route("/mutate", mutate, methods=["POST"]), *_probes(settings, metrics, tls, synced)]
