@@ -44,7 +44,7 @@ is ahead, except for a throughput (req/s), where above 1 is. The rows:
   with no credential (it has no auth of its own; ours checks the bearer), the same load; each
   side gets one unmeasured load first, so the JVM is measured warm;
 * engine (``bench/bench_load.py``'s workload and loaders, CPU time): load vs
-  dynamic-config-py and vs pydantic-settings; the nested read ``config.current().db.d7`` vs
+  dynamic-config-py, vs pydantic-settings and vs dynaconf; the nested read ``config.current().db.d7`` vs
   a held pydantic-settings instance and vs the binding's ``current().db.d7``.
 
 * webhook: ours (``dynamic-config-webhook serve``) vs the HashiCorp vault-k8s injector 1.6.2
@@ -596,6 +596,7 @@ def engine_rows(options: argparse.Namespace, binding: Any, missing: str) -> dict
             "engine load, 100 TOML keys + 20 env → model (vs dynamic-config-py 0.3.3)", "ms"
         ),
         "load/ps": Row("engine load (vs pydantic-settings)", "ms"),
+        "load/dynaconf": Row("engine load (vs dynaconf, its dict validated into the model)", "ms"),
         "read/held": Row(
             "nested read `current().db.x` (vs a held pydantic-settings instance)", "ns"
         ),
@@ -609,7 +610,7 @@ def engine_rows(options: argparse.Namespace, binding: Any, missing: str) -> dict
         loads = bench_load.loaders(toml_path, binding)
         load = {
             name: Case(name, loads[name], options.engine_number, [])
-            for name in ("dynconf", "pydantic-settings", "dynamic-config-py")
+            for name in ("dynconf", "pydantic-settings", "dynaconf", "dynamic-config-py")
             if name in loads
         }
         measure(list(load.values()), options.engine_rounds)
@@ -638,6 +639,7 @@ def engine_rows(options: argparse.Namespace, binding: Any, missing: str) -> dict
 
     fill(rows["load/dcpy"], load["dynconf"], load.get("dynamic-config-py"), 1e3)
     fill(rows["load/ps"], load["dynconf"], load["pydantic-settings"], 1e3)
+    fill(rows["load/dynaconf"], load["dynconf"], load["dynaconf"], 1e3)
     fill(rows["read/held"], reads["ours"], reads["held"], 1e9)
     fill(rows["read/live"], reads["live"], reads["held"], 1e9)
     fill(rows["read/dcpy"], reads["ours"], reads.get("dcpy"), 1e9)
