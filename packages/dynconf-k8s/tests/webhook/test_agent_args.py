@@ -125,3 +125,40 @@ def test_book_env_files_without_a_template_are_admitted_and_start(label):
     for container in containers:
         environ = {e["name"]: e.get("value", "from-a-secret") for e in container.get("env", [])}
         parse_args(container["args"], environ)
+
+
+def test_an_accepted_agent_is_judged_once_and_a_refused_one_every_time(monkeypatch, pod_with):
+    """The parser check remembers acceptances only: a refusal is never answered from memory."""
+    from dynconf_k8s.webhook import agentcheck
+
+    calls: list[tuple[str, ...]] = []
+
+    def counted(argv, environ=None):
+        calls.append(tuple(argv))
+        return parse_args(argv, environ)
+
+    monkeypatch.setattr(agentcheck, "parse_args", counted)
+    agentcheck._accepted.cache_clear()
+    inst = parse_installation({})
+
+    def admit(pod: dict[str, Any]) -> Any:
+        return decide({"request": {"uid": "u", "namespace": "default", "object": pod}}, inst)
+
+    try:
+        assert admit(pod_with()).outcome == "patched"
+        judged = len(calls)
+        assert judged > 0
+        assert admit(pod_with()).outcome == "patched"
+        assert len(calls) == judged  # the same agent again: remembered
+
+        refused = pod_with({"path": "/config/db.txt"})  # the agent refuses a .txt --out
+        for attempt in (1, 2):
+            decision = admit(refused)
+            assert decision.outcome == "refused"
+            assert (
+                "would stop the agent at start"
+                in decision.response["response"]["status"]["message"]
+            )
+            assert len(calls) == judged + attempt  # judged again each time
+    finally:
+        agentcheck._accepted.cache_clear()
