@@ -33,18 +33,28 @@ def _release(
     )
 
 
+def _unreleased(changelog: str) -> str:
+    """What a changelog holds under ``## [Unreleased]``, up to the next release's heading."""
+    body = changelog.split("## [Unreleased]\n", 1)[1]
+    return body[: body.index("\n## [")].strip("\n")
+
+
 def test_a_release_bumps_moves_unreleased_builds_that_package_alone_and_tags(
     clone: Path, uv_bin: Uv
 ) -> None:
+    package = clone / "packages" / "dynconf-store-redis"
+    already = _unreleased((package / "CHANGELOG.md").read_text())  # the tree's own, if any
     note_unreleased(clone, "dynconf-store-redis", "### Fixed\n\n- A reconnect after a failover.")
     head = git(clone, "rev-parse", "HEAD")
     result = _release(clone, uv_bin, "dynconf-store-redis", "0.1.1")
     assert result.returncode == 0, result.stderr
-    package = clone / "packages" / "dynconf-store-redis"
     assert 'version = "0.1.1"' in (package / "pyproject.toml").read_text()
     changelog = (package / "CHANGELOG.md").read_text()
+    moved = "### Fixed\n\n- A reconnect after a failover.\n\n" + (
+        f"{already}\n\n" if already else ""
+    )
     assert (
-        "## [Unreleased]\n\n## [0.1.1] - 2026-12-24\n\n### Fixed\n\n- A reconnect after a failover.\n\n## [0.1.0] - 2026-12-01\n"
+        f"## [Unreleased]\n\n## [0.1.1] - 2026-12-24\n\n{moved}## [0.1.0] - 2026-12-01\n"
         in changelog
     )
     lock = (clone / "uv.lock").read_text()
