@@ -116,3 +116,29 @@ def test_the_watch_resubscribes_after_the_server_drops_its_connection(
         assert text_of(watch.next()) == '{"v": 1}'
         assert others(admin) == 1
     assert watch.failures, "the lost subscription was not reported"
+
+
+def test_a_watch_on_a_descriptor_above_1024_is_served(
+    private_redis: Callable[..., Any], kit: SimpleNamespace
+) -> None:
+    """A node agent holding a connection per document passes FD_SETSIZE; the wait uses poll."""
+    import os
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < 1200:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 4096), hard))
+    server = private_redis()
+    admin, key = admin_of(server), f"cfg:{uuid.uuid4().hex}.json"
+    admin.set(key, '{"v": 0}')
+    filler = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        source = kit.build(server.url, key)
+        with kit.Watch(source) as watch:
+            admin.set(key, '{"v": 1}')
+            assert text_of(watch.next()) == '{"v": 1}'
+            assert watch.failures == []
+    finally:
+        for fd in filler:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

@@ -9,9 +9,11 @@ that when the server speaks it, and falls back to the classic pair when ``HELLO 
 
 Several threads may use one subscription: the watch thread waits for notifications, a resync
 or catch-up read from the follower asks for the key. A lock serialises every use of the
-connection (redis-py's connection is not thread-safe), and the wait sleeps in ``select`` on
+connection (redis-py's connection is not thread-safe), and the wait sleeps in ``poll`` on
 the socket with the lock released, so a read never waits for a notification's slice. A
 notification that arrives while another thread reads is kept and answered by the next wait.
+``poll``, not ``select``: a node agent holding a connection per document passes descriptor
+1024, which ``select`` refuses.
 """
 
 from __future__ import annotations
@@ -44,6 +46,10 @@ class Subscription:
         self._lock = threading.Lock()
         self._pending = False
         self._closed = False
+        self._poller = select.poll()
+        sock = self._socket()
+        if sock is not None:
+            self._poller.register(sock, select.POLLIN)
 
     @classmethod
     def open(
@@ -128,9 +134,7 @@ class Subscription:
         with self._lock:
             if self._take_pending() or self._read_buffered():
                 return True
-            sock = self._socket()
-        ready, _, _ = select.select([sock], [], [], timeout)
-        if not ready:
+        if not self._poller.poll(timeout * 1000):
             return False
         with self._lock:
             return self._take_pending() or self._read_buffered()
