@@ -225,11 +225,7 @@ def test_stream_ceiling_answers_503(serve, config_dir):
     import requests
 
     server = serve(base_settings(config_dir, max_stream_connections=1), base=config_dir.root)
-    # the section loads just after start-up; until then a stream is refused as unavailable
-    deadline = time.monotonic() + 10
-    while get(f"{server.url}/billing/prod")[0] != 200:
-        assert time.monotonic() < deadline, "the section never loaded"
-        time.sleep(0.02)
+    _wait_loaded(server)
     headers = {"Authorization": f"Bearer {TOKEN}"}
     with requests.get(f"{server.url}/billing/prod/stream", stream=True, timeout=10,
                       headers=headers) as held:  # fmt: skip
@@ -249,10 +245,7 @@ def test_one_client_cannot_hold_every_stream(serve, config_dir):
 
     settings = base_settings(config_dir, max_stream_connections=4, max_streams_per_client=2)
     server = serve(settings, base=config_dir.root)
-    deadline = time.monotonic() + 10
-    while get(f"{server.url}/billing/prod")[0] != 200:
-        assert time.monotonic() < deadline, "the section never loaded"
-        time.sleep(0.02)
+    _wait_loaded(server)
     with contextlib.ExitStack() as held:
         for _ in range(2):
             stream = held.enter_context(requests.get(
@@ -278,10 +271,7 @@ def test_shutdown_ends_held_streams_before_the_drain_runs_out(serve, config_dir)
 
     # keep-alives far apart: a stream must not end only because its keep-alive came round
     server = serve(base_settings(config_dir, keepalive_seconds=30), base=config_dir.root)
-    deadline = time.monotonic() + 10
-    while get(f"{server.url}/billing/prod")[0] != 200:
-        assert time.monotonic() < deadline, "the section never loaded"
-        time.sleep(0.02)
+    _wait_loaded(server)
     headers = {"Authorization": f"Bearer {TOKEN}"}
     with contextlib.ExitStack() as held:
         streams = []
@@ -300,3 +290,11 @@ def test_shutdown_ends_held_streams_before_the_drain_runs_out(serve, config_dir)
         assert time.monotonic() - started < 1.5  # the drain allows 2 s
         for lines in streams:
             assert [line for line in lines if line.startswith(b"id: ")] == []  # ended
+
+
+def _wait_loaded(server) -> None:
+    """The section loads just after start-up; until then a stream is refused as unavailable."""
+    deadline = time.monotonic() + 10
+    while get(f"{server.url}/billing/prod")[0] != 200:
+        assert time.monotonic() < deadline, "the section never loaded"
+        time.sleep(0.02)

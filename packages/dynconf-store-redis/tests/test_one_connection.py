@@ -36,6 +36,13 @@ def protocols(admin: Any) -> set[int]:
     return {int(c.get("resp", 2)) for c in admin.client_list() if int(c["id"]) != me}
 
 
+def seeded(server: Any, kit: SimpleNamespace, text: str = '{"v": 0}') -> tuple[Any, str, Any]:
+    """``(admin client, key, source)``: a fresh key on ``server`` holding ``text``."""
+    admin, key = admin_of(server), f"cfg:{uuid.uuid4().hex}.json"
+    admin.set(key, text)
+    return admin, key, kit.build(server.url, key)
+
+
 def text_of(answer: Any) -> str:
     assert isinstance(answer, Fetched), answer
     return answer.text
@@ -45,9 +52,7 @@ def test_a_followed_key_holds_one_connection_for_the_watch_and_every_read(
     private_redis: Callable[..., Any], kit: SimpleNamespace
 ) -> None:
     server = private_redis()
-    admin, key = admin_of(server), f"cfg:{uuid.uuid4().hex}.json"
-    admin.set(key, '{"v": 0}')
-    source = kit.build(server.url, key)
+    admin, key, source = seeded(server, kit)
     assert text_of(source.fetch()) == '{"v": 0}'  # the first read, before any watch
     with kit.Watch(source) as watch:
         assert others(admin) == 1
@@ -63,9 +68,7 @@ def test_notifications_met_by_another_threads_read_are_not_lost(
     private_redis: Callable[..., Any], kit: SimpleNamespace
 ) -> None:
     server = private_redis()
-    admin, key = admin_of(server), f"cfg:{uuid.uuid4().hex}.json"
-    admin.set(key, "0")
-    source = kit.build(server.url, key)
+    admin, key, source = seeded(server, kit, "0")
     done = threading.Event()
 
     def read_hard() -> None:
@@ -90,9 +93,7 @@ def test_a_server_that_refuses_hello_is_watched_on_the_classic_pair(
 ) -> None:
     """A server before Redis 6 (or a proxy blocking HELLO): subscribe on RESP2, read beside it."""
     server = private_redis(extra=["--rename-command", "HELLO", ""])
-    admin, key = admin_of(server), f"cfg:{uuid.uuid4().hex}.json"
-    admin.set(key, '{"v": 0}')
-    source = kit.build(server.url, key)
+    admin, key, source = seeded(server, kit)
     with kit.Watch(source) as watch:
         admin.set(key, '{"v": 1}')
         assert text_of(watch.next()) == '{"v": 1}'
@@ -106,9 +107,7 @@ def test_the_watch_resubscribes_after_the_server_drops_its_connection(
     private_redis: Callable[..., Any], kit: SimpleNamespace
 ) -> None:
     server = private_redis()
-    admin, key = admin_of(server), f"cfg:{uuid.uuid4().hex}.json"
-    admin.set(key, '{"v": 0}')
-    source = kit.build(server.url, key)
+    admin, key, source = seeded(server, kit)
     with kit.Watch(source) as watch:
         admin.client_kill_filter(_type="pubsub")
         watch.wait_watching()
@@ -129,11 +128,9 @@ def test_a_watch_on_a_descriptor_above_1024_is_served(
     if soft < 1200:
         resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 4096), hard))
     server = private_redis()
-    admin, key = admin_of(server), f"cfg:{uuid.uuid4().hex}.json"
-    admin.set(key, '{"v": 0}')
+    admin, key, source = seeded(server, kit)
     filler = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
     try:
-        source = kit.build(server.url, key)
         with kit.Watch(source) as watch:
             admin.set(key, '{"v": 1}')
             assert text_of(watch.next()) == '{"v": 1}'
