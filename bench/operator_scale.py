@@ -1,19 +1,30 @@
-"""The operator at scale on the test API server: 500 Renders over one consul class.
+"""The operator at scale on the test API server: N Renders over one consul class.
 
-Run from the repo root: ``uv run python bench/operator_scale.py [N]`` (default 500). Uses the
-kube control plane and Consul that ``scripts/testenv`` publishes (start them first). Installs
-the CRDs, creates one namespace, one consul class and N Renders (interval 60 s), then starts
-``dynamic-config-operator`` as a subprocess (admin kubeconfig, 4 workers, no election) and
-measures:
+Run from the repo root: ``uv run python bench/operator_scale.py [N]`` (default 500; issue 19's
+shape is 5000). Uses the kube control plane and Consul that ``scripts/testenv`` publishes
+(start them first). Installs the CRDs, creates one namespace, one consul class and N Renders
+(interval 60 s), then starts ``dynamic-config-operator`` as a subprocess (admin kubeconfig, 4
+workers, no election) and measures:
 
-- cold start to every Render ``Ready=True`` (target <= 60 s on 2 cores), seen through a watch;
+- cold start to every Render ``Ready=True`` (target <= 60 s, RSS <= 256 MiB), seen through a
+  watch;
+- the CPU seconds each process spent in that cold start: the operator, and the control plane
+  beside it (kube-apiserver, its etcd, the controller manager, Consul; their pids from
+  ``.testenv/pids``). ``control_plane_floor_seconds`` is the control plane's CPU spread over
+  every core of the machine: no operator, however cheap, finishes sooner on these cores;
 - steady-state writes: ConfigMap and Render resourceVersions compared across one full
   interval with nothing changed (target 0 writes);
 - the operator's RSS from ``/proc`` once all are Ready.
+
+``--calls N`` measures instead what each of a first render's API calls costs the control
+plane: N of each call made one after another (a missing target's read, the target's
+server-side apply, a status merge patch, an Event; and the steady state's read of a present
+target and a no-op apply), with the CPU per call of kube-apiserver, its etcd and this client.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import signal
@@ -21,7 +32,9 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from kubernetes import client, config, watch  # type: ignore[import-untyped]
 
@@ -31,6 +44,43 @@ REPO = Path(__file__).resolve().parents[1]
 RUN = REPO / ".testenv"
 OPERATOR = Path(sys.executable).with_name("dynamic-config-operator")
 INTERVAL = 60
+CONTROL_PLANE = ("kube-apiserver", "kube-etcd", "kube-controller-manager", "consul")
+GROUP, VERSION = "dynamic-config.rs", "v1alpha1"
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def control_plane_cpu() -> dict[str, float]:
+    """CPU seconds so far of each control-plane process the test environment recorded."""
+    seconds = {}
+    for name in CONTROL_PLANE:
+        try:
+            seconds[name] = cpu_seconds(int((RUN / "pids" / f"{name}.pid").read_text()))
+        except (OSError, ValueError):
+            continue  # not running here (the controller manager is optional)
+    return seconds
+
+
+def delete_namespace(core: client.CoreV1Api, name: str, timeout: float = 600.0) -> None:
+    """Delete the bench's namespace and wait until it is gone.
+
+    The namespace controller deletes thousands of objects after the call returns; a run
+    started before they are gone shares the control plane's CPU with that cleanup.
+    """
+    core.delete_namespace(name)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            core.read_namespace(name)
+        except client.ApiException as error:
+            if error.status == 404:
+                return
+            raise
+        time.sleep(2)
+    print(json.dumps({"warning": f"namespace {name} still terminating after {timeout} s"}))
 
 
 def published(name: str) -> dict[str, str]:
@@ -45,13 +95,7 @@ def ready(item: dict) -> bool:
     )
 
 
-def main() -> None:
-    count = int(sys.argv[1]) if len(sys.argv) > 1 else 500
-    kube, consul = published("kube"), published("consul")
-    kubeconfig = kube["DYNCONF_TEST_KUBECONFIG"]
-    config.load_kube_config(config_file=kubeconfig)
-    api = client.ApiClient()
-    core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
+def install_crds(api: client.ApiClient) -> None:
     ext = client.ApiextensionsV1Api(api)
     for crd in crd_manifests():
         ext.patch_custom_resource_definition(
@@ -62,6 +106,27 @@ def main() -> None:
             _content_type="application/apply-patch+yaml",
         )
     time.sleep(2)  # CRD establishment (one-off setup, not measured)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("renders", nargs="?", type=int, default=500)
+    parser.add_argument("--calls", type=int, metavar="N", help="the per-call costs instead")
+    args = parser.parse_args()
+    kube = published("kube")
+    kubeconfig = kube["DYNCONF_TEST_KUBECONFIG"]
+    config.load_kube_config(config_file=kubeconfig)
+    api = client.ApiClient()
+    install_crds(api)
+    if args.calls:
+        call_costs(api, args.calls)
+    else:
+        scale(api, kubeconfig, args.renders)
+
+
+def scale(api: client.ApiClient, kubeconfig: str, count: int) -> None:
+    core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
+    consul = published("consul")
     import consul as consul_client  # type: ignore[import-untyped]
 
     host, port = consul["DYNCONF_TEST_CONSUL_ADDR"].rsplit(":", 1)
@@ -69,7 +134,7 @@ def main() -> None:
     consul_client.Consul(host=host, port=int(port)).kv.put(key, json.dumps({"port": 9000}))
     ns = f"bench-op-{uuid.uuid4().hex[:6]}"
     core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=ns)))
-    group, version = "dynamic-config.rs", "v1alpha1"
+    group, version = GROUP, VERSION
     custom.create_namespaced_custom_object(
         group,
         version,
@@ -107,6 +172,7 @@ def main() -> None:
     }
     for name in ("POD_NAME", "POD_NAMESPACE", "KUBERNETES_SERVICE_HOST"):
         env.pop(name, None)
+    plane_before = control_plane_cpu()
     started = time.monotonic()
     process = subprocess.Popen([str(OPERATOR)], env=env, stdout=subprocess.DEVNULL)
     try:
@@ -127,6 +193,11 @@ def main() -> None:
             if len(done) >= count:
                 stream.stop()
         cold = time.monotonic() - started
+        operator_cpu = cpu_seconds(process.pid)
+        plane = {
+            name: seconds - plane_before.get(name, 0.0)
+            for name, seconds in control_plane_cpu().items()
+        }
         rss = next(
             int(line.split()[1])
             for line in Path(f"/proc/{process.pid}/status").read_text().splitlines()
@@ -163,6 +234,14 @@ def main() -> None:
                 {
                     "renders": count,
                     "cold_start_to_all_ready_seconds": round(cold, 1),
+                    "cpu_seconds_in_cold_start": {
+                        "dynamic-config-operator": round(operator_cpu, 1),
+                        **{name: round(seconds, 1) for name, seconds in plane.items()},
+                    },
+                    "operator_cpu_ms_per_render": round(operator_cpu / count * 1000, 2),
+                    "control_plane_floor_seconds": round(
+                        sum(plane.values()) / (os.cpu_count() or 1), 1
+                    ),
                     "steady_state_writes_per_interval": writes,
                     "operator_rss_mib": round(rss / 1024, 1),
                 }
@@ -171,7 +250,103 @@ def main() -> None:
     finally:
         process.send_signal(signal.SIGTERM)
         process.wait(timeout=30)
-        core.delete_namespace(ns)
+        delete_namespace(core, ns)
+
+
+def call_costs(api: client.ApiClient, count: int) -> None:
+    """``count`` of each of a render's API calls in a row, and the CPU each cost per call."""
+    core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
+    ns = f"bench-calls-{uuid.uuid4().hex[:6]}"
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=ns)))
+    owner = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "DynamicConfigRender"}
+    uids = {}
+    for index in range(count):
+        created = custom.create_namespaced_custom_object(GROUP, VERSION, ns, "dynamicconfigrenders", {
+            **owner,
+            "metadata": {"name": f"r{index}"},
+            "spec": {"class": "consul", "key": "bench/config.json", "intervalSeconds": INTERVAL,
+                     "target": {"configMap": f"cm{index}", "file": "config.toml"}},
+        })  # fmt: skip
+        uids[index] = created["metadata"]["uid"]
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+    def finished(response: Any) -> None:
+        response.drain_conn()
+        response.release_conn()
+
+    def read(index: int) -> None:
+        try:
+            finished(core.read_namespaced_config_map(f"cm{index}", ns, _preload_content=False))
+        except client.ApiException as error:
+            if error.status != 404:
+                raise
+
+    def apply(index: int) -> None:
+        body = {"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": f"cm{index}", "namespace": ns, "ownerReferences": [
+                    {**owner, "name": f"r{index}", "uid": uids[index], "controller": True}]},
+                "data": {"config.toml": "port = 9000\n"}}  # fmt: skip
+        finished(core.patch_namespaced_config_map(
+            f"cm{index}", ns, body, field_manager="dynamic-config-operator", force=True,
+            _content_type="application/apply-patch+yaml", _preload_content=False,
+        ))  # fmt: skip
+
+    def status(index: int) -> None:
+        ready = {"type": "Ready", "status": "True", "reason": "Rendered",
+                 "message": "the target carries the store's current document",
+                 "lastTransitionTime": now}  # fmt: skip
+        patch = {"status": {"observedGeneration": 1, "lastError": None, "renderedAt": now,
+                            "conditions": [ready]}}  # fmt: skip
+        finished(custom.patch_namespaced_custom_object_status(
+            GROUP, VERSION, ns, "dynamicconfigrenders", f"r{index}", patch,
+            _content_type="application/merge-patch+json", _preload_content=False,
+        ))  # fmt: skip
+
+    def event(index: int) -> None:
+        body = {"apiVersion": "v1", "kind": "Event",
+                "metadata": {"generateName": f"r{index}.", "namespace": ns},
+                "involvedObject": {**owner, "name": f"r{index}", "namespace": ns,
+                                   "uid": uids[index]},
+                "reason": "Rendered", "message": "the target now carries the store's document",
+                "type": "Normal", "action": "Render",
+                "source": {"component": "dynamic-config-operator"},
+                "reportingComponent": "dynamic-config-operator", "reportingInstance": "bench",
+                "firstTimestamp": now, "lastTimestamp": now, "count": 1}  # fmt: skip
+        finished(core.create_namespaced_event(ns, body, _preload_content=False))
+
+    calls: list[tuple[str, Callable[[int], None]]] = [
+        ("read a missing target", read),
+        ("apply the target (create)", apply),
+        ("merge-patch the status", status),
+        ("create the Event", event),
+        ("read a present target (steady state)", read),
+        ("apply the same target (no-op)", apply),
+    ]
+    try:
+        time.sleep(5)  # let the controller manager settle after the creates
+        rows = []
+        for label, call in calls:
+            before, mine, started = control_plane_cpu(), time.process_time(), time.monotonic()
+            for index in range(count):
+                call(index)
+            wall = time.monotonic() - started
+            spent = {name: s - before.get(name, 0.0) for name, s in control_plane_cpu().items()}
+            rows.append({
+                "call": label,
+                "wall_ms": round(wall / count * 1000, 2),
+                "kube_apiserver_cpu_ms": round(spent.get("kube-apiserver", 0.0) / count * 1000, 2),
+                "kube_etcd_cpu_ms": round(spent.get("kube-etcd", 0.0) / count * 1000, 2),
+                "client_cpu_ms": round((time.process_time() - mine) / count * 1000, 2),
+            })  # fmt: skip
+            print(json.dumps(rows[-1]), flush=True)
+        first = rows[:4]
+        print(json.dumps({
+            "first_render_control_plane_cpu_ms": round(
+                sum(r["kube_apiserver_cpu_ms"] + r["kube_etcd_cpu_ms"] for r in first), 2),
+            "first_render_client_cpu_ms": round(sum(r["client_cpu_ms"] for r in first), 2),
+        }))  # fmt: skip
+    finally:
+        delete_namespace(core, ns)
 
 
 if __name__ == "__main__":
