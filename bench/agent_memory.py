@@ -42,6 +42,8 @@ ENDPOINTS = {
     "config-server": "https://config.infra.svc",
 }
 """An endpoint each store's admission accepts (only the limit it is given is read)."""
+ANNOTATIONS = {"vault": {"dynamic-config.rs/token-secret": "vault-token/token"}}
+"""What else a store's admission asks for (vault's default auth is a token from a Secret)."""
 
 
 def status(pid: int) -> dict[str, float]:
@@ -69,6 +71,7 @@ def default_limit_mib(name: str) -> float:
                 "dynamic-config.rs/endpoint": ENDPOINTS.get(name, "bench"),
                 "dynamic-config.rs/key": "bench/doc.json",
                 "dynamic-config.rs/path": "/config/app.json",
+                **ANNOTATIONS.get(name, {}),
             }
         },
         "spec": {"containers": [{"name": "app", "image": "app:1"}]},
