@@ -34,23 +34,29 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
+from agent_latency import cpu_seconds
 from kubernetes import client, config, watch  # type: ignore[import-untyped]
 
+from dynconf_k8s.operator.cluster import Cluster
 from dynconf_k8s.operator.crds import crd_manifests
+from dynconf_k8s.operator.reconcile import RENDERED_MESSAGE, RENDERED_NOTE, owner_reference
+from dynconf_k8s.operator.targets import TargetRef
+from dynconf_k8s.operator.types import (
+    API_VERSION,
+    GROUP,
+    PLURALS,
+    RENDER_KIND,
+    VERSION,
+    DynamicConfigRender,
+    Reason,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 RUN = REPO / ".testenv"
 OPERATOR = Path(sys.executable).with_name("dynamic-config-operator")
 INTERVAL = 60
 CONTROL_PLANE = ("kube-apiserver", "kube-etcd", "kube-controller-manager", "consul")
-GROUP, VERSION = "dynamic-config.rs", "v1alpha1"
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def control_plane_cpu() -> dict[str, float]:
@@ -134,14 +140,13 @@ def scale(api: client.ApiClient, kubeconfig: str, count: int) -> None:
     consul_client.Consul(host=host, port=int(port)).kv.put(key, json.dumps({"port": 9000}))
     ns = f"bench-op-{uuid.uuid4().hex[:6]}"
     core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=ns)))
-    group, version = GROUP, VERSION
     custom.create_namespaced_custom_object(
-        group,
-        version,
+        GROUP,
+        VERSION,
         ns,
         "dynamicconfigclasses",
         {
-            "apiVersion": f"{group}/{version}",
+            "apiVersion": API_VERSION,
             "kind": "DynamicConfigClass",
             "metadata": {"name": "consul"},
             "spec": {"source": "consul", "endpoint": consul["DYNCONF_TEST_CONSUL_URL"]},
@@ -149,12 +154,12 @@ def scale(api: client.ApiClient, kubeconfig: str, count: int) -> None:
     )
     for index in range(count):
         custom.create_namespaced_custom_object(
-            group,
-            version,
+            GROUP,
+            VERSION,
             ns,
             "dynamicconfigrenders",
             {
-                "apiVersion": f"{group}/{version}",
+                "apiVersion": API_VERSION,
                 "kind": "DynamicConfigRender",
                 "metadata": {"name": f"r{index}"},
                 "spec": {
@@ -176,13 +181,13 @@ def scale(api: client.ApiClient, kubeconfig: str, count: int) -> None:
     started = time.monotonic()
     process = subprocess.Popen([str(OPERATOR)], env=env, stdout=subprocess.DEVNULL)
     try:
-        listed = custom.list_namespaced_custom_object(group, version, ns, "dynamicconfigrenders")
+        listed = custom.list_namespaced_custom_object(GROUP, VERSION, ns, "dynamicconfigrenders")
         done = {i["metadata"]["name"] for i in listed["items"] if ready(i)}
         stream = watch.Watch()
         for event in stream.stream(
             custom.list_namespaced_custom_object,
-            group,
-            version,
+            GROUP,
+            VERSION,
             ns,
             "dynamicconfigrenders",
             resource_version=listed["metadata"]["resourceVersion"],
@@ -211,7 +216,7 @@ def scale(api: client.ApiClient, kubeconfig: str, count: int) -> None:
             **{
                 r["metadata"]["name"]: r["metadata"]["resourceVersion"]
                 for r in custom.list_namespaced_custom_object(
-                    group, version, ns, "dynamicconfigrenders"
+                    GROUP, VERSION, ns, "dynamicconfigrenders"
                 )["items"]
             },
         }
@@ -224,7 +229,7 @@ def scale(api: client.ApiClient, kubeconfig: str, count: int) -> None:
             **{
                 r["metadata"]["name"]: r["metadata"]["resourceVersion"]
                 for r in custom.list_namespaced_custom_object(
-                    group, version, ns, "dynamicconfigrenders"
+                    GROUP, VERSION, ns, "dynamicconfigrenders"
                 )["items"]
             },
         }
@@ -254,70 +259,45 @@ def scale(api: client.ApiClient, kubeconfig: str, count: int) -> None:
 
 
 def call_costs(api: client.ApiClient, count: int) -> None:
-    """``count`` of each of a render's API calls in a row, and the CPU each cost per call."""
+    """``count`` of each of a render's API calls in a row, made through the operator's own
+    :class:`Cluster`, and the CPU each cost per call."""
     core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
+    cluster = Cluster(api, identity="bench")
     ns = f"bench-calls-{uuid.uuid4().hex[:6]}"
     core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=ns)))
-    owner = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "DynamicConfigRender"}
-    uids = {}
+    renders = []
     for index in range(count):
-        created = custom.create_namespaced_custom_object(GROUP, VERSION, ns, "dynamicconfigrenders", {
-            **owner,
-            "metadata": {"name": f"r{index}"},
-            "spec": {"class": "consul", "key": "bench/config.json", "intervalSeconds": INTERVAL,
-                     "target": {"configMap": f"cm{index}", "file": "config.toml"}},
-        })  # fmt: skip
-        uids[index] = created["metadata"]["uid"]
+        renders.append(DynamicConfigRender.from_api(custom.create_namespaced_custom_object(
+            GROUP, VERSION, ns, PLURALS[RENDER_KIND], {
+                "apiVersion": API_VERSION, "kind": RENDER_KIND, "metadata": {"name": f"r{index}"},
+                "spec": {"class": "consul", "key": "bench/config.json",
+                         "intervalSeconds": INTERVAL,
+                         "target": {"configMap": f"cm{index}", "file": "config.toml"}},
+            },
+        )))  # fmt: skip
+    targets = [TargetRef("ConfigMap", f"cm{index}") for index in range(count)]
+    data = {"config.toml": "port = 9000\n"}
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-
-    def finished(response: Any) -> None:
-        response.drain_conn()
-        response.release_conn()
+    ready = {"type": "Ready", "status": "True", "reason": Reason.RENDERED,
+             "message": RENDERED_MESSAGE, "lastTransitionTime": now}  # fmt: skip
+    status = {"observedGeneration": 1, "lastError": None, "renderedAt": now, "conditions": [ready]}
 
     def read(index: int) -> None:
-        try:
-            finished(core.read_namespaced_config_map(f"cm{index}", ns, _preload_content=False))
-        except client.ApiException as error:
-            if error.status != 404:
-                raise
+        cluster.read_target(targets[index], ns)
 
     def apply(index: int) -> None:
-        body = {"apiVersion": "v1", "kind": "ConfigMap",
-                "metadata": {"name": f"cm{index}", "namespace": ns, "ownerReferences": [
-                    {**owner, "name": f"r{index}", "uid": uids[index], "controller": True}]},
-                "data": {"config.toml": "port = 9000\n"}}  # fmt: skip
-        finished(core.patch_namespaced_config_map(
-            f"cm{index}", ns, body, field_manager="dynamic-config-operator", force=True,
-            _content_type="application/apply-patch+yaml", _preload_content=False,
-        ))  # fmt: skip
+        cluster.apply_target(targets[index], ns, data, [owner_reference(renders[index])])
 
-    def status(index: int) -> None:
-        ready = {"type": "Ready", "status": "True", "reason": "Rendered",
-                 "message": "the target carries the store's current document",
-                 "lastTransitionTime": now}  # fmt: skip
-        patch = {"status": {"observedGeneration": 1, "lastError": None, "renderedAt": now,
-                            "conditions": [ready]}}  # fmt: skip
-        finished(custom.patch_namespaced_custom_object_status(
-            GROUP, VERSION, ns, "dynamicconfigrenders", f"r{index}", patch,
-            _content_type="application/merge-patch+json", _preload_content=False,
-        ))  # fmt: skip
+    def patch_status(index: int) -> None:
+        cluster.patch_status(renders[index], status)
 
     def event(index: int) -> None:
-        body = {"apiVersion": "v1", "kind": "Event",
-                "metadata": {"generateName": f"r{index}.", "namespace": ns},
-                "involvedObject": {**owner, "name": f"r{index}", "namespace": ns,
-                                   "uid": uids[index]},
-                "reason": "Rendered", "message": "the target now carries the store's document",
-                "type": "Normal", "action": "Render",
-                "source": {"component": "dynamic-config-operator"},
-                "reportingComponent": "dynamic-config-operator", "reportingInstance": "bench",
-                "firstTimestamp": now, "lastTimestamp": now, "count": 1}  # fmt: skip
-        finished(core.create_namespaced_event(ns, body, _preload_content=False))
+        cluster.post_event(renders[index], "Normal", Reason.RENDERED, RENDERED_NOTE)
 
     calls: list[tuple[str, Callable[[int], None]]] = [
         ("read a missing target", read),
         ("apply the target (create)", apply),
-        ("merge-patch the status", status),
+        ("merge-patch the status", patch_status),
         ("create the Event", event),
         ("read a present target (steady state)", read),
         ("apply the same target (no-op)", apply),

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 from kubernetes import client, config  # type: ignore[import-untyped]
 
@@ -21,22 +20,7 @@ from dynconf_k8s.operator.types import GROUP, PLURALS, RENDER_KIND, VERSION
 
 from .conftest import Kube, ready
 from .test_reconcile import write_doc
-
-
-class _FileClass:
-    """The one namespaced class these Renders name, as the operator's cache would hold it."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-
-    def namespaced_class(self, namespace: str, name: str) -> dict[str, Any] | None:
-        return {
-            "metadata": {"name": name, "namespace": namespace},
-            "spec": {"source": "file", "endpoint": str(self.root)},
-        }
-
-    def cluster_class(self, name: str) -> dict[str, Any] | None:
-        return None
+from .test_tracing import Classes
 
 
 def test_a_renders_four_calls_reuse_one_connection(
@@ -49,7 +33,7 @@ def test_a_renders_four_calls_reuse_one_connection(
     )
     api = client.ApiClient(configuration)
     try:
-        reconciler = Reconciler(Cluster(api), _FileClass(tmp_path), OperatorMetrics())
+        reconciler = Reconciler(Cluster(api), Classes(tmp_path), OperatorMetrics())
         names = [f"r{index}" for index in range(3)]
         for name in names:
             kube.create(RENDER_KIND, namespace, name, {
