@@ -212,7 +212,7 @@ def _cmd_render(args: argparse.Namespace) -> int:
     refusals = store.validate(spec)
     if refusals:
         raise SystemExit("dynconf: " + "; ".join(refusals))
-    driver = StoreDriver(store.build(spec), calls=ledger().for_spec(spec))
+    driver = StoreDriver.built(lambda: store.build(spec), calls=ledger().for_spec(spec))
     import anyio
 
     anyio.run(_render_and_follow, driver, request, args.watch)

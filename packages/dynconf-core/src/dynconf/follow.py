@@ -6,14 +6,18 @@ render, a read before a reopen) therefore loses any change made between that rea
 prime, unless someone reads again. The rule, written once here for every follower (the
 sidecar agent, the node agent, ``dynconf render --watch``):
 
-* a **push** store is re-read every interval (a *resync*: a stream's failure mode is silence)
-  while its watch cannot vouch for itself, and once before each reopened watch. A watch
-  whose source reports its stream up (``on_watching``) and does not say it is down
-  (``connected``) vouches for the document: it is resynced only as a safety net, after
-  :data:`SAFETY_RESYNC` seconds without a report (or the interval, when that is longer).
-  Consul's blocking queries report each answer, so an idle Consul watch is never resynced;
-  a stream that reports only its opening (etcd, Redis) is resynced every five minutes;
-  a push source that reports nothing (the file store) every interval, as before;
+* a **push** store is *confirmed* by a read at least every interval, whatever its stream
+  says: when neither a read nor a delivered change confirmed the document within the last
+  interval, it is re-read (a *resync*). A stream that is open and forwards nothing looks
+  exactly like a quiet one; only a read tells them apart. The resync goes over a client of
+  its own, built for that read and closed after it (:meth:`StoreDriver.fetch_apart`), so it
+  never waits on the connection whose health it is checking, and it is bounded in time
+  (:data:`READ_DEADLINE_FLOOR`), so a black-holed connection cannot hang it. A push store is
+  also re-read once before each reopened watch;
+* when a resync finds a change the watch did not deliver, the watch is *stalled*: it is
+  logged (``watch_stalled``), counted, and the watch is reopened on a fresh client when the
+  driver can build one (its old client is closed, which frees a thread stuck on a dead
+  connection);
 * a **poll** store (conditional / interval), and a push store that reports its stream up,
   is read once more *after* each watch's first observation (a *catch-up*; the source
   reports it through ``on_watching``): that closes the window before the prime;
@@ -77,7 +81,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "HANDOFF_GRACE",
-    "SAFETY_RESYNC",
+    "READ_DEADLINE_FLOOR",
+    "STALL_GRACE",
     "AsyncSourceError",
     "Delivery",
     "FollowEvents",
@@ -101,11 +106,16 @@ or two of Python holding the GIL, which the render of the change just handed ove
 otherwise wait out: a third of a Consul change's way to the file. A change made meanwhile is
 not lost (the next request answers it at once) and waits at most this long."""
 
-SAFETY_RESYNC: Final = 300.0
-"""Seconds a push watch that vouches for itself goes without a resync (the safety net for a
-stream that died silently while its source still thinks it is up); the interval when longer.
-The same five minutes as :class:`~dynconf.stores.Pace`'s ceiling: the longest any follower
-waits between two looks at the store."""
+READ_DEADLINE_FLOOR: Final = 5.0
+"""Seconds a resync read may take at least; the interval when longer. A read past its
+deadline failed (logged and counted like any failed read): a connection that accepts and
+forwards nothing would otherwise hold the resync, and every one after it, forever."""
+
+STALL_GRACE: Final = 1.0
+"""Seconds a resync that found a change waits for the watch to deliver the same before it
+calls the watch stalled (half the interval when shorter)."""
+
+Source = RemoteSource | AsyncRemoteSource
 
 
 def reason_of(error: BaseException) -> str:
@@ -206,18 +216,38 @@ class StoreDriver:
     """One built source, with fetch and watch callable from the event loop.
 
     ``calls`` is the account every read of the source is admitted and counted in (the
-    caller's, from its spec: :meth:`dynconf.budget.CallLedger.for_spec`).
+    caller's, from its spec: :meth:`dynconf.budget.CallLedger.for_spec`). ``build`` makes
+    another client of the same store and spec: a resync reads through one of its own
+    (:meth:`fetch_apart`) and a stalled watch is reopened on a fresh one (:meth:`renew`).
+    Without it both fall back to ``source`` itself. :meth:`built` builds the first client
+    with it too.
     """
 
     def __init__(
-        self, source: RemoteSource | AsyncRemoteSource, *, calls: StoreCalls | None = None
+        self,
+        source: Source,
+        *,
+        calls: StoreCalls | None = None,
+        build: Callable[[], Source] | None = None,
     ) -> None:
         self.source = source
         self.calls = calls_of(source, calls)
         self.is_async = is_async_source(source)
         self.capability: WatchCapability = source.capability
-        self.reports_watching = hasattr(source, "on_watching")
-        """The source says when its watch is up or a poll succeeded (``on_watching``)."""
+        self.build = build
+        self._hooks: tuple[Callable[[BaseException], None], Callable[[], None]] | None = None
+
+    @classmethod
+    def built(cls, build: Callable[[], Source], *, calls: StoreCalls | None = None) -> StoreDriver:
+        """A driver on ``build()``'s client, keeping ``build`` for resyncs and renewals."""
+        return cls(build(), calls=calls, build=build)
+
+    @property
+    def reports_watching(self) -> bool:
+        """The source's type declares that its watch calls ``on_watching`` for each answer
+        or poll (``reports_watching``, :class:`~dynconf.sources.SourceSupport`); asked of
+        the declaration, since every source has the hook attribute its base defines."""
+        return getattr(self.source, "reports_watching", False) is True
 
     def describe(self) -> str:
         return self.source.describe()
@@ -226,6 +256,7 @@ class StoreDriver:
         self, on_failure: Callable[[BaseException], None], on_watching: Callable[[], None]
     ) -> None:
         """Install the watch-health hooks the store contract names (``stores.py``)."""
+        self._hooks = (on_failure, on_watching)
         for name, hook in (("on_failure", on_failure), ("on_watching", on_watching)):
             try:
                 setattr(self.source, name, hook)
@@ -250,6 +281,63 @@ class StoreDriver:
             return await anyio.to_thread.run_sync(source.fetch, abandon_on_cancel=True)
 
         return await _counted_async(self.calls, read)
+
+    async def read(self, kind: str, deadline: float) -> Answer:
+        """The read a follower's ``kind`` asks for: a resync apart from the watch
+        (:meth:`fetch_apart`, within ``deadline``), any other read through the source."""
+        return await (self.fetch_apart(deadline) if kind == "resync" else self.fetch())
+
+    async def fetch_apart(self, deadline: float) -> Answer:
+        """One read through a client of its own, closed after it (``build``), within
+        ``deadline`` seconds; without ``build``, :meth:`fetch` on the source itself.
+
+        The read never shares a connection with the watch: a stream that stalled without
+        closing keeps its connection (and, for some clients, the pooled ones beside it)
+        silent, and a read over it would wait out the client's timeout, if it has one.
+        """
+        import anyio
+
+        build = self.build
+        if build is None:
+            with anyio.fail_after(deadline):
+                return await self.fetch()
+        with anyio.fail_after(deadline):
+            if self.is_async:
+                return await _counted_async(self.calls, lambda: _read_async_and_close(build))
+
+            async def read() -> Answer:
+                import anyio.to_thread
+
+                return await anyio.to_thread.run_sync(
+                    _read_and_close, build, abandon_on_cancel=True
+                )
+
+            return await _counted_async(self.calls, read)
+
+    async def renew(self) -> bool:
+        """Replace the source with a fresh client of ``build`` (its hooks installed) and
+        close the old one off the loop; False, changing nothing, without ``build``.
+
+        Closing the old client is what frees a watch thread stuck reading a connection
+        that forwards nothing; the close is not waited for beyond a bound.
+        """
+        import anyio
+        import anyio.to_thread
+
+        if self.build is None:
+            return False
+        fresh = await anyio.to_thread.run_sync(self.build)
+        old, self.source = self.source, fresh
+        if self._hooks is not None:
+            self.set_hooks(*self._hooks)
+        with anyio.move_on_after(2):
+            if is_async_source(old):
+                await cast(AsyncRemoteSource, old).aclose()
+            else:
+                await anyio.to_thread.run_sync(
+                    cast(RemoteSource, old).close, abandon_on_cancel=True
+                )
+        return True
 
     async def watch(self, interval: float, deliver: Callable[[Delivery], None]) -> None:
         """Run the store's ``changes`` until it ends; raises what it raised."""
@@ -312,6 +400,27 @@ class StoreDriver:
         source: RemoteSource = self.source  # type: ignore[assignment]
         with anyio.move_on_after(2):
             await anyio.to_thread.run_sync(source.close, abandon_on_cancel=True)
+
+
+def _read_and_close(build: Callable[[], Source]) -> Answer:
+    """Build a blocking client, read once through it, close it (a worker thread's job)."""
+    spare = cast(RemoteSource, build())
+    try:
+        return spare.fetch()
+    finally:
+        spare.close()
+
+
+async def _read_async_and_close(build: Callable[[], Source]) -> Answer:
+    import anyio
+    import anyio.to_thread
+
+    spare = cast(AsyncRemoteSource, await anyio.to_thread.run_sync(build))
+    try:
+        return await spare.fetch()
+    finally:
+        with anyio.CancelScope(shield=True), anyio.move_on_after(2):
+            await spare.aclose()
 
 
 class AsyncSourceError(BackendError):
@@ -406,6 +515,9 @@ class FollowEvents:
     def reopening(self) -> None:
         """The watch ended or failed and is reopened after a backoff."""
 
+    def stalled(self) -> None:
+        """A resync found a change the open watch never delivered; it is being reopened."""
+
     def watch_error(self, error: BaseException) -> None:
         """The store's watch raised ``error`` (then :meth:`reopening` follows)."""
 
@@ -430,12 +542,9 @@ class Follower:
         reread: bool = True,
         log: logging.Logger | None = None,
         extra: Mapping[str, object] | None = None,
-        safety: float = SAFETY_RESYNC,
     ) -> None:
         self._driver = driver
         self.interval = interval
-        self.safety = max(safety, interval)
-        """Seconds a vouching push watch goes without a resync (:data:`SAFETY_RESYNC`)."""
         self.slot = slot
         self.reread = reread
         self.events = events or FollowEvents()
@@ -446,16 +555,19 @@ class Follower:
         """The newest answer handed on (what a catch-up compares a fresh read with)."""
         self.fresh_reads = 0
         """Successful reads, the caller's first one included (0: the store never answered)."""
+        self.confirmed_at = time.monotonic()
+        """When a read or a delivered change last confirmed the document (monotonic): a
+        push store is resynced once this is an interval old. A stream's own "up" report
+        never moves it."""
+        self.stalls = 0
+        """Resyncs that found a change the open watch had not delivered."""
+        self._delivered_at = 0.0
         self.watching = False
         self.healthy = False
         self._observed: anyio.Event | None = None
         self._loop_thread: int | None = None
         self._token: anyio.lowlevel.EventLoopToken | None = None
         self._resync_busy = False
-        self._vouched_at: float | None = None
-        """When the current watch last reported its stream up (monotonic); None: never, or
-        it failed since."""
-        self._resynced_at = 0.0
         self._watch_scope: anyio.CancelScope | None = None
         """The running watch's scope, which a realign cancels (None between watches)."""
         self._realigning = False
@@ -477,23 +589,40 @@ class Follower:
         if answer is not None:
             self.last = answer
             self.fresh_reads += 1
+            self.confirmed_at = time.monotonic()
 
     def put(self, answer: Answer, kind: Kind) -> None:
         """Hand ``answer`` on to the slot as ``kind``."""
         self.last = answer
         self.slot.put(Delivery(answer, kind, time.monotonic()))
 
+    @property
+    def read_deadline(self) -> float:
+        """Seconds a resync read may take (:data:`READ_DEADLINE_FLOOR`)."""
+        return max(READ_DEADLINE_FLOOR, self.interval)
+
     async def read(self, kind: Kind) -> Answer | None:
-        """One read of the store; the answer, or ``None`` when it failed (logged)."""
+        """One read of the store; the answer, or ``None`` when it failed (logged).
+
+        A resync reads apart from the watch (:meth:`StoreDriver.read`); a caller's own
+        ``fetch`` (a span around the read) is asked with the kind and reads the same way.
+        """
         try:
-            answer = await (self._fetch(kind) if self._fetch else self.driver.fetch())
+            if self._fetch is not None:
+                answer = await self._fetch(kind)
+            else:
+                answer = await self.driver.read(kind, self.read_deadline)
         except Exception as error:
             self.events.read_failed(kind)
-            self._log.warning(
-                "fetch_failed", extra={**self._extra, "kind": kind, "reason": reason_of(error)}
+            reason = (
+                f"the read took longer than {self.read_deadline:g} s"
+                if isinstance(error, TimeoutError)
+                else reason_of(error)
             )
+            self._log.warning("fetch_failed", extra={**self._extra, "kind": kind, "reason": reason})
             return None
         self.fresh_reads += 1
+        self.confirmed_at = time.monotonic()
         self.events.read(kind)
         return answer
 
@@ -509,17 +638,9 @@ class Follower:
     def push(self) -> bool:
         return self.driver.capability is WatchCapability.PUSH
 
-    @property
-    def vouched(self) -> bool:
-        """The push watch vouches for the document now: its source reported the stream up
-        within :attr:`safety` seconds (or a resync read the store since), nothing failed
-        since, and the source does not say it is down. Then no resync is due."""
-        at = self._vouched_at
-        if at is None or not (self.push and self.watching and self.healthy):
-            return False
-        if self.driver.connected() is False:
-            return False
-        return time.monotonic() - max(at, self._resynced_at) < self.safety
+    def confirmed_within(self, seconds: float) -> bool:
+        """A read or a delivered change confirmed the document in the last ``seconds``."""
+        return time.monotonic() - self.confirmed_at < seconds
 
     async def run(self, *, read_first: bool = False) -> None:
         """Watch, resync and catch up until cancelled.
@@ -543,13 +664,11 @@ class Follower:
     # ------------------------------------------------------------------ hooks
     def _hook_failed(self, error: BaseException) -> None:
         self.healthy = False
-        self._vouched_at = None
         self.events.watch_failed()
         self._watch_call(error)
 
     def _hook_watching(self) -> None:
         self.healthy = True
-        self._vouched_at = time.monotonic()
         self.events.watching()
         self._signal_observed()
         self._watch_call(None)
@@ -602,9 +721,9 @@ class Follower:
                 await self._read_into_slot("reopen")
             opened += 1
             started = time.monotonic()
-            self._vouched_at = None  # a new watch vouches once its source reports it up
-            # a push watch that reports itself up is caught up like a poll watch: the one
-            # read that closes the window before its prime (it is not resynced after)
+            # a push watch that reports each answer is caught up like a poll watch: the one
+            # read that closes the window before its prime (one that reports nothing has
+            # its first resync within the interval for that)
             catch_up = self.reread and (not self.push or self.driver.reports_watching)
             reason = await self._watch_once(catch_up=catch_up)
             realigned = reason is None
@@ -661,7 +780,9 @@ class Follower:
         import anyio
 
         if self.driver.reports_watching:
-            await observed.wait()
+            # bounded: a watch that never gets its first answer is caught up all the same
+            with anyio.move_on_after(max(self.interval, READ_DEADLINE_FLOOR)):
+                await observed.wait()
         else:
             # a source that does not report its polls has surely made its first one by now
             await anyio.sleep(self.interval)
@@ -675,6 +796,7 @@ class Follower:
     def _deliver(self, delivery: Delivery) -> None:
         self.events.delivered()
         self.healthy = True
+        self.confirmed_at = self._delivered_at = delivery.at
         self.last = delivery.answer
         self.slot.put(delivery)
 
@@ -696,19 +818,45 @@ class Follower:
                 continue
             if not self.push:
                 return  # a poll store is asked by its own watch at the interval
-            await anyio.sleep(self.interval)
-            if not self._resync_busy and not self.vouched:
+            # one timer, armed for the moment the document's confirmation runs out
+            due = self.confirmed_at + self.interval - time.monotonic()
+            if due > 0:
+                await anyio.sleep(due)
+                continue
+            if not self._resync_busy:
                 tg.start_soon(self._resync_once)
+            await anyio.sleep(self.interval)
 
     async def _resync_once(self) -> None:
+        import anyio
+
         self._resync_busy = True
         try:
+            silent = time.monotonic() - self.confirmed_at
+            asked = time.monotonic()
             answer = await self.read("resync")
             if answer is None:
                 return
             before = self.last  # after the read, as in _catch_up
-            self._resynced_at = time.monotonic()
-            self.put(answer, "resync")
-            self._realign_if_missed(before, answer)
+            self.put(answer, "resync")  # handed on at once; the watch is judged after
+            if before is None or same_document(answer, before) or not self.watching:
+                return
+            # a change written just before the read is the stream's to deliver too: give
+            # it a moment before calling it stalled (a live one delivers in milliseconds)
+            await anyio.sleep(min(STALL_GRACE, self.interval / 2))
+            if self._delivered_at < asked and self.watching:
+                await self._stalled(silent)
         finally:
             self._resync_busy = False
+
+    async def _stalled(self, silent: float) -> None:
+        """The open watch missed a change: count it, renew its client, reopen it."""
+        self.stalls += 1
+        self.events.stalled()
+        self._log.warning(
+            "watch_stalled",
+            extra={**self._extra, "store": self.driver.describe(),
+                   "silent_seconds": round(silent, 2)},
+        )  # fmt: skip
+        await self.driver.renew()
+        self._realign()

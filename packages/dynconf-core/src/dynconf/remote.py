@@ -129,9 +129,19 @@ class _Built:
         return built
 
     @property
+    def reports_watching(self) -> bool:
+        """The built source's own declaration (``SourceSupport.reports_watching``)."""
+        return getattr(self._build(), "reports_watching", False) is True
+
+    @property
     def built(self) -> bool:
         """Whether the store client exists yet (its library is imported then)."""
         return "_source" in self.__dict__
+
+    def another(self) -> Any:
+        """A new client of the same store and spec, apart from this one: a follower's
+        resyncs read through one of these, and a stalled watch is reopened on one."""
+        return self._store_type.build(self._spec)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.description!r})"

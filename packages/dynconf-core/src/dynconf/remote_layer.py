@@ -267,12 +267,17 @@ class RemoteWatch:
         anyio.run(self._follow)
 
     async def _follow(self) -> None:
-        driver = StoreDriver(self._slot.source)
+        from dynconf.remote import AsyncStoreSource, StoreSource
+
+        source = self._slot.source
+        # a typed constructor's source builds another client for resyncs (dynconf.follow)
+        build = source.another if isinstance(source, StoreSource | AsyncStoreSource) else None
+        driver = StoreDriver(source, build=build)
         inbox = Slot()
 
-        async def fetch(_kind: str) -> Fetched | Absent:
+        async def fetch(kind: str) -> Fetched | Absent:
             try:
-                return await driver.fetch()
+                return await driver.read(kind, follower.read_deadline)
             except Exception as exc:
                 self.watch_failed(exc)
                 raise

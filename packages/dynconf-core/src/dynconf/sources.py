@@ -63,6 +63,10 @@ class SourceSupport:
     description: str
     on_failure: Callable[[DynconfError], None] | None = None
     on_watching: Callable[[], None] | None = None
+    reports_watching: ClassVar[bool] = False
+    """The source's watch calls ``on_watching`` once its stream is up (a poll store: after
+    each poll), so a follower can wait for that instead of guessing; a store whose watch
+    does sets this True."""
 
     failure_log: ClassVar[logging.Logger] = logging.getLogger("dynconf.store")
     failure_event: ClassVar[str] = "store_watch_failed"

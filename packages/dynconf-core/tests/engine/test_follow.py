@@ -12,6 +12,7 @@ import asyncio
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import ClassVar
 
 import anyio
 import anyio.to_thread
@@ -39,6 +40,7 @@ class ChangedBeforeThePrime:
         self.change = [change]
         self.capability = capability
         self.reports = reports
+        self.reports_watching = reports
         if reports:
             self.on_watching: Callable[[], None] | None = None
 
@@ -207,7 +209,7 @@ class ReportsItsStream:
         self.inner.close()
 
 
-def _resyncs_over(source: object, seconds: float, *, interval: float, safety: float) -> int:
+def _resyncs_over(source: object, seconds: float, *, interval: float) -> int:
     """How many resyncs a follower of ``source`` made in ``seconds``."""
     from dynconf.follow import FollowEvents
 
@@ -220,7 +222,7 @@ def _resyncs_over(source: object, seconds: float, *, interval: float, safety: fl
     driver = StoreDriver(source)  # type: ignore[arg-type]
 
     async def scenario() -> None:
-        follower = Follower(driver, interval, Slot(), events=Reads(), safety=safety)
+        follower = Follower(driver, interval, Slot(), events=Reads())
         follower.seen(await driver.fetch())
         async with anyio.create_task_group() as tg:
             tg.start_soon(follower.run)
@@ -231,32 +233,139 @@ def _resyncs_over(source: object, seconds: float, *, interval: float, safety: fl
     return kinds.count("resync")
 
 
-def test_a_push_watch_that_reports_its_stream_up_is_resynced_only_as_a_safety_net(
+def test_a_push_watch_that_reports_its_stream_up_is_still_resynced_every_interval(
     tmp_path: Path,
 ) -> None:
     doc = tmp_path / "app.json"
     doc.write_text('{"v": 1}')
-    # a resync every 0.1 s is due only while the watch cannot vouch; it vouches for 0.6 s
-    # after its one report, then one safety resync vouches for the next 0.6 s
-    resyncs = _resyncs_over(
-        ReportsItsStream(FileSource(doc, "json")), 1.5, interval=0.1, safety=0.6
-    )
-    assert 1 <= resyncs <= 3
+    # the stream's "up" vouches for nothing: a stream that stalls without closing says so too
+    assert _resyncs_over(ReportsItsStream(FileSource(doc, "json")), 1.0, interval=0.1) >= 5
 
 
 def test_a_push_watch_that_reports_nothing_is_resynced_every_interval(tmp_path: Path) -> None:
     doc = tmp_path / "app.json"
     doc.write_text('{"v": 1}')
-    assert _resyncs_over(FileSource(doc, "json"), 1.0, interval=0.1, safety=0.6) >= 5
+    assert _resyncs_over(FileSource(doc, "json"), 1.0, interval=0.1) >= 5
 
 
-def test_a_push_watch_that_failed_since_its_report_is_resynced_every_interval(
+def test_a_resync_is_not_sent_while_the_last_read_is_younger_than_the_interval(
     tmp_path: Path,
 ) -> None:
     doc = tmp_path / "app.json"
     doc.write_text('{"v": 1}')
-    source = ReportsItsStream(FileSource(doc, "json"), fail=True)
-    assert _resyncs_over(source, 1.0, interval=0.1, safety=0.6) >= 5
+    # one timer, armed for when the confirmation runs out: at most one resync an interval
+    assert _resyncs_over(FileSource(doc, "json"), 1.0, interval=0.3) <= 4
+
+
+class Stalled:
+    """A push source whose stream stays open and forwards nothing (a black-holed connection,
+    a fault no real server produces on demand), over the real file source's reads. Each one
+    built is recorded, so a test sees the follower build a fresh client and close the old."""
+
+    built: ClassVar[list[Stalled]] = []
+
+    def __init__(self, inner: FileSource, *, hang: threading.Event | None = None) -> None:
+        self.inner = inner
+        self.capability = WatchCapability.PUSH
+        self.hang = hang
+        self.closed = threading.Event()
+        self.watches = 0
+        Stalled.built.append(self)
+
+    def fetch(self) -> Fetched | Absent:
+        if self.hang is not None and self.hang.is_set():
+            self.closed.wait(30)  # a read over a dead connection: answers nothing
+        return self.inner.fetch()
+
+    def describe(self) -> str:
+        return self.inner.describe()
+
+    def changes(self, interval: float, stop: Callable[[], bool]) -> Iterator[Fetched | Absent]:
+        self.watches += 1
+        while not stop() and not self.closed.is_set():
+            self.closed.wait(0.05)
+        return
+        yield  # a generator that never yields
+
+    def close(self) -> None:
+        self.closed.set()
+
+
+def test_a_stalled_stream_is_caught_by_a_resync_and_reopened_on_a_fresh_client(
+    tmp_path: Path,
+) -> None:
+    from dynconf.follow import FollowEvents
+
+    doc = tmp_path / "app.json"
+    doc.write_text('{"v": 1}')
+    Stalled.built = []
+    stalls: list[int] = []
+
+    class Counts(FollowEvents):
+        def stalled(self) -> None:
+            stalls.append(1)
+
+    driver = StoreDriver.built(lambda: Stalled(FileSource(doc, "json")))
+    first = Stalled.built[0]
+    slot = Slot()
+
+    async def scenario() -> Fetched | Absent:
+        follower = Follower(driver, 0.2, slot, events=Counts())
+        follower.seen(await driver.fetch())
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(follower.run)
+            await anyio.sleep(0.1)
+            doc.write_text('{"v": 2}')
+            with anyio.fail_after(5):
+                delivery = await slot.take()
+            with anyio.fail_after(5):
+                while not stalls or not first.closed.is_set():
+                    await anyio.sleep(0.05)
+            tg.cancel_scope.cancel()
+        return delivery.answer
+
+    answer = anyio.run(scenario)
+    assert isinstance(answer, Fetched) and '"v": 2' in answer.text
+    assert stalls == [1]
+    assert first.closed.is_set()  # the stuck client was closed, freeing its thread
+    # the resync read through a client of its own, closed after it: never the watch's
+    resync_clients = [s for s in Stalled.built if s is not first and s is not driver.source]
+    assert resync_clients and all(s.closed.is_set() and s.watches == 0 for s in resync_clients)
+
+
+def test_a_resync_over_a_dead_connection_fails_at_its_deadline_and_the_next_one_is_sent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import dynconf.follow
+    from dynconf.follow import FollowEvents
+
+    monkeypatch.setattr(dynconf.follow, "READ_DEADLINE_FLOOR", 0.3)
+    doc = tmp_path / "app.json"
+    doc.write_text('{"v": 1}')
+    hang = threading.Event()
+    failed: list[str] = []
+
+    class Counts(FollowEvents):
+        def read_failed(self, kind: str) -> None:
+            failed.append(kind)
+
+    driver = StoreDriver.built(lambda: Stalled(FileSource(doc, "json"), hang=hang))
+
+    async def scenario() -> None:
+        follower = Follower(driver, 0.1, Slot(), events=Counts())
+        follower.seen(await driver.fetch())
+        hang.set()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(follower.run)
+            with anyio.fail_after(5):
+                while len(failed) < 2:
+                    await anyio.sleep(0.05)
+            tg.cancel_scope.cancel()
+
+    anyio.run(scenario)
+    assert failed[:2] == ["resync", "resync"]
+    for source in Stalled.built:
+        source.close()
 
 
 class TimesItsRequests:
@@ -321,6 +430,8 @@ class FlickersAfterThePrime(FileSource):
     so the rewrite is nothing new to it: only a realigned watch delivers the document again
     after the catch-up's ABSENT.
     """
+
+    reports_watching = True
 
     def __init__(self, path: Path) -> None:
         super().__init__(path, "json")

@@ -51,6 +51,8 @@ log = logging.getLogger("dynconf.store.consul")
 class ConsulSource(SourceSupport):
     """A blocking :class:`~dynconf.stores.RemoteSource` over one Consul KV key."""
 
+    reports_watching = True
+
     capability = ConsulStoreType.capability  # the plugin's declaration, one home
     failure_log = log
     failure_detail = "consul watch query failed; retrying"

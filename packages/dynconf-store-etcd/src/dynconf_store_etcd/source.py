@@ -69,6 +69,8 @@ class _StaleToken(Exception):
 class EtcdSource(SourceSupport):
     """Reads and watches one etcd key; ``revision`` is the key's ``mod_revision``."""
 
+    reports_watching = True
+
     capability = EtcdStoreType.capability  # the plugin's declaration, one home
     failure_log = log
     failure_detail = "etcd watch failure"

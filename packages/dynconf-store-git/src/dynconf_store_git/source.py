@@ -49,6 +49,8 @@ log = logging.getLogger("dynconf.store.git")
 class GitSource(SourceSupport):
     """A blocking :class:`~dynconf.stores.RemoteSource` over one file in a git repository."""
 
+    reports_watching = True
+
     capability = GitStoreType.capability  # the plugin's declaration, one home
     failure_log = log
     failure_detail = "git watch check failed; retrying next interval"

@@ -60,6 +60,8 @@ class NotificationsDisabledError(RemoteError):
 class RedisSource(SourceSupport):
     """Reads and watches one Redis string key holding a whole document."""
 
+    reports_watching = True
+
     capability = RedisStoreType.capability  # the plugin's declaration, one home
     failure_log = log
     failure_detail = "redis watch failure"

@@ -96,6 +96,8 @@ class _Head:
 class S3Source(SourceSupport):
     """A blocking :class:`~dynconf.stores.RemoteSource` over one S3 object."""
 
+    reports_watching = True
+
     capability = S3StoreType.capability  # the plugin's declaration, one home
     failure_log = log
     failure_detail = "s3 watch check failed; retrying"

@@ -78,6 +78,8 @@ class VaultSource(SourceSupport):
     (the agent counts them); a recovery is silent.
     """
 
+    reports_watching = True
+
     failure_log = log
     failure_event = "store_failure"
 

@@ -4,11 +4,12 @@ First fetch before any watch, then three tasks share one :class:`~.metrics.Agent
 
 * the **follower** (:class:`dynconf.follow.Follower`, the one shared with the node agent and
   ``dynconf render --watch``) runs the store's own ``changes`` into a latest-wins slot,
-  reopens it after a backoff, resyncs a push store every ``--watch`` seconds while its watch
-  cannot vouch for itself (a Consul watch that answers its blocking queries is not resynced),
-  and catches a watch up after each prime, so a change made between a read and a watch's
-  prime is not lost; its events feed ``watch_connected``, ``watch_reconnects_total``,
-  ``resyncs_total``;
+  reopens it after a backoff, resyncs a push store whenever no read or delivered change
+  confirmed the document for ``--watch`` seconds (over a client of its own; a stream that is
+  open and silent is not trusted), reopens a watch a resync caught missing a change, and
+  catches a watch up after each prime, so a change made between a read and a watch's prime
+  is not lost; its events feed ``watch_connected``, ``watch_reconnects_total``,
+  ``resyncs_total`` and ``staleness_seconds`` (from the last confirmed read only);
 * the **consumer** renders each delivered document through dynconf's pipeline (all outputs or
   none), skips an unchanged one, holds one the canary does not admit, publishes, notifies;
 * the **ticker** checks drift, trust material and the canary every interval.
@@ -77,10 +78,16 @@ _reason = reason_of
 
 
 class _Counted(FollowEvents):
-    """The follower's events, counted into the agent's series."""
+    """The follower's events, counted into the agent's series.
 
-    def __init__(self, state: AgentState) -> None:
+    A read or a delivered change is a confirmed read (``staleness_seconds`` restarts); a
+    push stream's report that it is up is not: a stream that stalls without closing goes
+    on saying so. A poll store's report is its poll, a read like any other.
+    """
+
+    def __init__(self, state: AgentState, *, push: bool) -> None:
         self.state = state
+        self.push = push
 
     def read(self, kind: str) -> None:
         self.state.read_succeeded()
@@ -99,9 +106,13 @@ class _Counted(FollowEvents):
         self.state.bump("watch_reconnects_total")
 
     def watching(self) -> None:
-        self.state.read_succeeded()
+        if not self.push:
+            self.state.read_succeeded()
 
     def reopening(self) -> None:
+        self.state.bump("watch_reconnects_total")
+
+    def stalled(self) -> None:
         self.state.bump("watch_reconnects_total")
 
 
@@ -146,7 +157,7 @@ class WatchLoop:
             self.interval,
             self.slot,
             fetch=self.fetch,
-            events=_Counted(self.state),
+            events=_Counted(self.state, push=self.driver.capability is WatchCapability.PUSH),
             # a --dynamic read issues a new credential: no catch-up, no read before a reopen
             reread=not settings.dynamic,
             log=log,
@@ -171,7 +182,7 @@ class WatchLoop:
     async def fetch(self, kind: str) -> Fetched | Absent:
         """One read of the store (the ``fetch`` span), whatever asked for it."""
         with self.tracing.span("fetch", store=self.driver.describe(), kind=kind):
-            return await self.driver.fetch()
+            return await self.driver.read(kind, self.follower.read_deadline)
 
     async def first_fetch(self) -> bool:
         """Step 1: fetch and publish, or apply the startup policy. True when rendered."""
@@ -445,10 +456,6 @@ class WatchLoop:
             ):
                 # a poll store that reports failures but not its quiet successes: no failure
                 # is a read (one that reports each poll keeps staleness exact on its own)
-                self.state.read_succeeded()
-            elif follower.vouched:
-                # a push watch that vouches for the document is not resynced (dynconf.follow):
-                # the open stream is what keeps the document fresh
                 self.state.read_succeeded()
             await self._reconcile()
             await self._check_trust()

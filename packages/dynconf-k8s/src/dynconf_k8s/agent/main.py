@@ -198,7 +198,9 @@ def _run_sidecar(settings: AgentSettings, store: StoreType, tracing: Tracing) ->
     )
 
     def build() -> StoreDriver:
-        return StoreDriver(store.build(settings.spec), calls=ledger().for_spec(settings.spec))
+        return StoreDriver.built(
+            lambda: store.build(settings.spec), calls=ledger().for_spec(settings.spec)
+        )
 
     return anyio.run(_run_async, settings, metrics, build, tracing)
 

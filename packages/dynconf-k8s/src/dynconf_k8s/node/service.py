@@ -104,7 +104,8 @@ class NodeAgent:
 
     def _build(self, volume: VolumeSpec) -> StoreDriver:
         spec = replace(volume.store, state_dir=str(self.store_state_dir))
-        return StoreDriver(self._store(volume).build(spec), calls=ledger().for_spec(spec))
+        store = self._store(volume)
+        return StoreDriver.built(lambda: store.build(spec), calls=ledger().for_spec(spec))
 
     @property
     def store_state_dir(self) -> Path:

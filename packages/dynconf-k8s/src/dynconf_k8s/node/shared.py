@@ -37,7 +37,7 @@ import anyio.to_thread
 from anyio.abc import TaskGroup
 
 from dynconf.errors import DynconfError, Origin
-from dynconf.follow import Follower, Slot, StoreDriver
+from dynconf.follow import READ_DEADLINE_FLOOR, Follower, Slot, StoreDriver
 from dynconf.pipeline import Prepared, prepare, publish
 from dynconf.publish import read_published, remove_published_file
 from dynconf.stores import Absent, Fetched
@@ -192,7 +192,7 @@ class Documents:
             driver,
             doc.interval,
             doc.slot,
-            fetch=lambda kind: self._fetch(doc.driver, doc.key, kind),
+            fetch=lambda kind: self._fetch(doc.driver, doc.key, kind, follower.read_deadline),
             log=log,
             extra={"document": doc.key.label()},
         )
@@ -326,12 +326,19 @@ class Documents:
                 with anyio.CancelScope(shield=True):
                     await doc.driver.close()
 
-    async def _fetch(self, driver: StoreDriver, key: DocumentKey, kind: str) -> Fetched | Absent:
-        """One read of a shared document, as a ``fetch`` span (its label and store, no value)."""
+    async def _fetch(
+        self,
+        driver: StoreDriver,
+        key: DocumentKey,
+        kind: str,
+        deadline: float = READ_DEADLINE_FLOOR,
+    ) -> Fetched | Absent:
+        """One read of a shared document, as a ``fetch`` span (its label and store, no value);
+        a resync reads apart from the watch, within ``deadline`` (:meth:`StoreDriver.read`)."""
         with self._tracing.span(
             "fetch", document=key.label(), store=driver.describe(), kind=kind
         ) as span:
-            answer = await driver.fetch()
+            answer = await driver.read(kind, deadline)
             span.set(found=not isinstance(answer, Absent))
             return answer
 

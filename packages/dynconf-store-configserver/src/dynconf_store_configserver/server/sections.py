@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -120,8 +121,11 @@ class Documents:
         for section in self.sections.values():
             for store in section.settings.stores:
                 spec = store.resolved_spec()
-                source = self.registry.store(spec.source).build(spec)
-                feed = StoreFeed(store, StoreDriver(source, calls=ledger().for_spec(spec)))
+                kind = self.registry.store(spec.source)
+                driver = StoreDriver.built(
+                    functools.partial(kind.build, spec), calls=ledger().for_spec(spec)
+                )
+                feed = StoreFeed(store, driver)
                 section.feeds.append(feed)
                 assert feed.driver is not None
                 feed.last = await feed.driver.fetch()
