@@ -69,6 +69,10 @@ EMITTED = {
     },
     "dynamic_config_node_agent_documents": ("node", "dynamic_config_node_agent_documents"),
     "dynamic_config_node_agent_readers": ("node", "dynamic_config_node_agent_readers"),
+    "dynamic_config_node_agent_staleness_seconds": (
+        "node",
+        "dynamic_config_node_agent_staleness_seconds",
+    ),
     # ours: the installation in force (issue 20, item 1) and the store calls (item 3), whose
     # names the components build from their prefix
     "dynamic_config_webhook_installation_valid": (

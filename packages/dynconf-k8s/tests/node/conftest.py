@@ -191,6 +191,18 @@ class NodeProcess:
             return error.code, error.read().decode()
 
     def gauges(self) -> dict[str, float]:
+        """The node's count gauges (the staleness gauge, a function of time, is
+        :meth:`staleness`)."""
+        return {
+            name: value
+            for name, value in self._gauges().items()
+            if name != "dynamic_config_node_agent_staleness_seconds"
+        }
+
+    def staleness(self) -> float:
+        return self._gauges()["dynamic_config_node_agent_staleness_seconds"]
+
+    def _gauges(self) -> dict[str, float]:
         status, text = self.get("/metrics")
         assert status == 200
         return {

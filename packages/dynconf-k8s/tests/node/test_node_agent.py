@@ -107,6 +107,28 @@ def test_healthz_and_gauges_on_the_metrics_port(node: Node) -> None:
         "dynamic_config_node_agent_documents": 0.0,
         "dynamic_config_node_agent_readers": 0.0,
     }
+    assert agent.staleness() == 0.0  # nothing watched: nothing aging
+
+
+def test_staleness_ages_while_a_document_cannot_be_read_and_restarts_on_the_next_read(
+    node: Node,
+) -> None:
+    store = document_file(node, {"app": {"x": 1}})
+    agent = node.start()
+    assert agent.client is not None
+    target = node.target()
+    attributes = {"source": "file", "key": str(store), "path": "app.json", "watch-seconds": "1"}
+    agent.client.publish(target, attributes)
+    assert agent.staleness() <= 1
+    # a file store whose document is a directory answers every read with an error
+    store.unlink()
+    store.mkdir()
+    wait_for(lambda: agent.staleness() >= 3, what="staleness past three intervals", timeout=20)
+    assert '"x": 1' in (read(target / "app.json") or "")  # the last good file stays
+    store.rmdir()
+    store.write_text(json.dumps({"app": {"x": 2}}))
+    wait_for(lambda: '"x": 2' in (read(target / "app.json") or ""), what="converged")
+    wait_for(lambda: agent.staleness() <= 1, what="staleness restarted")
 
 
 # ---------------------------------------------------------------------------- publish

@@ -198,6 +198,7 @@ async def serve(
             lambda: agent.documents.documents,
             lambda: agent.documents.readers,
             lambda: agent.ready,
+            lambda: agent.documents.staleness,
         )
         if settings.metrics_addr is not None:
             host, port = settings.metrics_addr

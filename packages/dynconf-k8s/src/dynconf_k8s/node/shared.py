@@ -146,6 +146,17 @@ class Documents:
     def readers(self) -> int:
         return sum(len(doc.readers) for doc in self._documents.values())
 
+    @property
+    def staleness(self) -> float:
+        """Seconds since the least recently confirmed document was confirmed (0: none)."""
+        now = time.monotonic()
+        ages = [
+            now - doc.follower.confirmed_at
+            for doc in self._documents.values()
+            if doc.follower is not None
+        ]
+        return max(ages, default=0.0)
+
     def document_of(self, target: Path) -> SharedDocument | None:
         key = self._targets.get(target)
         return self._documents.get(key) if key is not None else None
