@@ -171,15 +171,22 @@ class RemoteLayer:
         slot.consecutive_failures = 0
 
     def moved(self, slot: _RemoteSlot, answer: Fetched | Absent) -> bool:
-        """Keep a delivered answer; whether it differs from the document kept before."""
+        """Keep a delivered answer; whether it differs from the document kept before.
+
+        An answer equal to the kept document still confirms it: the store was read
+        (``remote_last_fetch_seconds`` restarts), as the agent's staleness does on a resync.
+        """
         kept = slot.document
-        if isinstance(answer, Absent) and kept is None:
-            return False
-        if (
+        unchanged = (isinstance(answer, Absent) and kept is None) or (
             isinstance(answer, Fetched)
             and kept is not None
             and (kept.text, kept.format) == (answer.text, answer.format)
-        ):
+        )
+        if unchanged:
+            if slot.generation == self._generation:
+                slot.fetches += 1
+                slot.last_fetch = time.monotonic()
+                slot.consecutive_failures = 0
             return False
         self.keep(slot, answer, None)
         return True

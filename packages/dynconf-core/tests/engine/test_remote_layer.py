@@ -96,3 +96,33 @@ def test_poll_store_change_before_the_watch_primes_is_not_lost(tmp_path: Path) -
     finally:
         watch.stop()
         watch.join(2)
+
+
+def test_an_unchanged_resync_confirms_the_remote_document(tmp_path: Path) -> None:
+    """A read that finds the document unchanged still confirms it: the remote layer's last
+    fetch moves on every resync of a quiet push store, not only when the document changes."""
+    import time
+
+    remote = tmp_path / "remote.json"
+    remote.write_text('{"app": {"v": 1}}', encoding="utf-8")
+    source = FILE_STORE.build(StoreSpec(source="file", endpoint="", key=str(remote)))
+    config = DynamicConfig(None, "app").remote(source)
+    config.refresh_remote()
+    config.init()
+    first = config.remote_status()
+    assert first is not None and first.last_fetch is not None
+    watch = config.watch_remote(interval=0.1)
+    try:
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            status = config.remote_status()
+            assert status is not None and status.last_fetch is not None
+            if status.last_fetch > first.last_fetch + 0.15 and status.fetches >= 3:
+                break
+            time.sleep(0.05)
+        else:
+            raise AssertionError("the quiet store's resyncs never confirmed the document")
+        assert config.status().generation == 1  # confirmed, not reloaded
+    finally:
+        watch.stop()
+        watch.join(2)
