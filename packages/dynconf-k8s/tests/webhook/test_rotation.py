@@ -62,9 +62,53 @@ def test_mint_gives_a_leaf_for_the_service_names_under_a_ca_living_twice_as_long
         "dynamic-config-webhook",
     ]  # fmt: skip
     assert [str(ip) for ip in sans.get_values_for_type(x509.IPAddress)] == ["127.0.0.1"]
-    assert leaf.not_valid_before_utc == now - dt.timedelta(minutes=5)
+    # valid at an API server whose clock is up to an hour behind the minting node's
+    assert leaf.not_valid_before_utc == ca.not_valid_before_utc == now - dt.timedelta(hours=1)
     assert leaf.not_valid_after_utc == minted.not_after == now + dt.timedelta(days=1)
     assert ca.not_valid_after_utc == now + dt.timedelta(days=2)
+
+
+@pytest.mark.parametrize("skew_minutes", [10, -10])
+def test_a_certificate_minted_on_a_skewed_node_passes_a_strict_handshake_on_the_true_clock(
+    tmp_path: Path, skew_minutes: int
+) -> None:
+    """The API server verifies by its own clock: a webhook node ten minutes ahead (or behind)
+    must still serve a certificate that is valid there, or every admission fails."""
+    import socket
+    import ssl
+    import threading
+
+    skewed = dt.datetime.now(dt.UTC) + dt.timedelta(minutes=skew_minutes)
+    minted = mint("dynamic-config-webhook", "dc", DAY, ("127.0.0.1",), now=skewed)
+    (tmp_path / "ca.pem").write_bytes(minted.ca)
+    (tmp_path / "tls.crt").write_bytes(minted.cert)
+    (tmp_path / "tls.key").write_bytes(minted.key)
+    server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server.load_cert_chain(tmp_path / "tls.crt", tmp_path / "tls.key")
+    client = ssl.create_default_context(cafile=str(tmp_path / "ca.pem"))
+    client.verify_flags |= ssl.VERIFY_X509_STRICT
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        port = listener.getsockname()[1]
+        served: list[BaseException] = []
+
+        def serve() -> None:
+            conn, _ = listener.accept()
+            try:
+                with server.wrap_socket(conn, server_side=True) as tls:
+                    tls.recv(1)
+            except (OSError, ssl.SSLError) as error:
+                served.append(error)
+
+        thread = threading.Thread(target=serve, daemon=True)
+        thread.start()
+        name = "dynamic-config-webhook.dc.svc"
+        with (
+            socket.create_connection(("127.0.0.1", port)) as raw,
+            client.wrap_socket(raw, server_hostname=name) as tls,
+        ):
+            tls.sendall(b"x")
+        thread.join(5)
+    assert not served
 
 
 @pytest.mark.parametrize(

@@ -52,6 +52,13 @@ LEASE_NAME: Final = "dynamic-config-webhook-rotation"
 FIELD_MANAGER: Final = "dynamic-config-webhook"
 NOT_AFTER: Final = "dynamic-config.rs/not-after"
 CA_NAME: Final = "dynamic-config-webhook-ca"
+BACKDATE: Final = dt.timedelta(hours=1)
+"""How far before the minting moment a certificate's life starts. The API server checks the
+certificate by its own clock: a webhook on a node whose clock runs ahead would otherwise
+serve a certificate that is not yet valid there, and every admission would fail (with
+``failurePolicy: Ignore``, pods would start without their agent). An hour covers any skew a
+working cluster has; the leaf's end is measured from the minting moment, so its life is not
+shortened."""
 _PEM_END: Final = b"-----END CERTIFICATE-----"
 
 
@@ -140,7 +147,7 @@ def mint(
     from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
     start = now or dt.datetime.now(dt.UTC)
-    before = start - dt.timedelta(minutes=5)
+    before = start - BACKDATE
     validity = dt.timedelta(seconds=validity_seconds)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, CA_NAME)])
