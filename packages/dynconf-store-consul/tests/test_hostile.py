@@ -101,3 +101,71 @@ def test_unmoved_index_answered_at_once_keeps_queries_a_floor_apart(make_source)
         agent.close()
     assert delivered == []
     assert 2 <= len(agent.seen) <= 3.0 / WATCH_FLOOR + 1
+
+
+def _kv_reply(index: int, text: str) -> bytes:
+    value = base64.b64encode(text.encode()).decode()
+    body = json.dumps([{"Key": KEY, "Value": value, "ModifyIndex": index}]).encode()
+    return (
+        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+        + f"X-Consul-Index: {index}\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+        + body
+    )
+
+
+def _watch_for(source: object, seconds: float) -> list[tuple[float, Fetched]]:
+    """What the watch delivers in ``seconds``, each with when (monotonic)."""
+    stop = threading.Event()
+    delivered: list[tuple[float, Fetched]] = []
+
+    def run() -> None:
+        for answer in source.changes(1.0, stop.is_set):  # type: ignore[attr-defined]
+            delivered.append((time.monotonic(), answer))
+
+    watch = threading.Thread(target=run, daemon=True)
+    try:
+        watch.start()
+        time.sleep(seconds)
+    finally:
+        stop.set()
+        watch.join(5)
+    return delivered
+
+
+def test_a_forward_index_that_brings_nothing_new_still_keeps_queries_a_floor_apart(make_source):
+    """A store (or a busy datacenter's other keys) moving the index on every answer without
+    changing the document must not turn the watch into a request storm."""
+    count = iter(range(10, 10_000))
+    agent = Listener("127.0.0.1", lambda _request: _kv_reply(next(count), '{"v": 1}'))
+    try:
+        delivered = _watch_for(make_source(agent.url, KEY, extra={"wait": "60s"}), 3.0)
+    finally:
+        agent.close()
+    assert delivered == []
+    assert 2 <= len(agent.seen) <= 3.0 / WATCH_FLOOR + 2
+
+
+def test_an_index_that_goes_backwards_answered_at_once_keeps_queries_a_floor_apart(make_source):
+    count = iter(range(10_000, 0, -1))
+    agent = Listener("127.0.0.1", lambda _request: _kv_reply(next(count), '{"v": 1}'))
+    try:
+        delivered = _watch_for(make_source(agent.url, KEY, extra={"wait": "60s"}), 3.0)
+    finally:
+        agent.close()
+    assert delivered == []
+    assert 2 <= len(agent.seen) <= 3.0 / WATCH_FLOOR + 2
+
+
+def test_changes_brought_by_a_new_index_are_delivered_without_waiting_on_the_floor(make_source):
+    """Consul's rule: back off on an index that did not move; act on one that did. Three
+    changes answered back to back arrive back to back, not a floor apart each."""
+    script = [_kv_reply(7, '{"v": 1}'), _kv_reply(8, '{"v": 2}'), _kv_reply(9, '{"v": 3}'),
+              _kv_reply(10, '{"v": 4}')]  # fmt: skip
+    agent = Listener("127.0.0.1", lambda _request: script.pop(0) if len(script) > 1 else script[0])
+    try:
+        delivered = _watch_for(make_source(agent.url, KEY, extra={"wait": "60s"}), 2.0)
+    finally:
+        agent.close()
+    assert [answer.text for _, answer in delivered] == ['{"v": 2}', '{"v": 3}', '{"v": 4}']
+    first, last = delivered[0][0], delivered[-1][0]
+    assert last - first < WATCH_FLOOR  # the old floor held each one half a second

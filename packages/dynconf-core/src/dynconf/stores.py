@@ -646,7 +646,9 @@ class Pace:
     Every wait is spread by up to ±25 % so a fleet does not retry in step. A success
     resets the streak. No wait is shorter than ``floor`` (:data:`WATCH_FLOOR`), and a loop
     that sends its next request without waiting (a blocking query, a stream re-opened at
-    once) asks :meth:`until_next` first, so every watch keeps its requests ``floor`` apart.
+    once) asks :meth:`until_next` first, so a watch whose answers bring nothing new keeps
+    its requests ``floor`` apart. An answer that brought something new (a moved index) is
+    acted on at once: the request after it is not held (``until_next(fresh=True)``).
     """
 
     interval: float
@@ -680,14 +682,18 @@ class Pace:
         the floor."""
         return max(self.floor, self.interval)
 
-    def until_next(self) -> float:
+    def until_next(self, *, fresh: bool = False) -> float:
         """Seconds to wait so the coming request starts ``floor`` after the previous one.
 
         Books the coming request's start, so a loop calls it once per request, right before
-        sending; the first call answers 0.
+        sending; the first call answers 0. ``fresh``: the previous answer brought something
+        new (Consul's rule for blocking queries is to back off only on an index that did
+        not move), so the request goes now; a store answering at once with nothing new is
+        still held to one request per ``floor``.
         """
         now = time.monotonic()
-        start = now if self._last_start is None else max(now, self._last_start + self.floor)
+        held = self._last_start is not None and not fresh
+        start = max(now, self._last_start + self.floor) if held else now  # type: ignore[operator]
         self._last_start = start
         return start - now
 

@@ -31,6 +31,13 @@ def test_back_to_back_requests_are_spaced_by_the_floor() -> None:
     assert time.monotonic() - started >= 3 * WATCH_FLOOR * 0.95
 
 
+def test_a_request_after_news_is_not_held_and_the_next_is_spaced_from_it() -> None:
+    pace = Pace(0.0)
+    assert pace.until_next() == 0.0
+    assert pace.until_next(fresh=True) == 0.0  # the previous answer brought a change
+    assert pace.until_next() > WATCH_FLOOR * 0.9  # nothing new since: held a floor
+
+
 def test_backoff_still_doubles_to_the_ceiling() -> None:
     pace = Pace(1.0, ceiling=8.0)
     for _ in range(10):

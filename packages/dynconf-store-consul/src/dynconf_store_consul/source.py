@@ -107,9 +107,11 @@ class ConsulSource(SourceSupport):
         index: int | None = None
         last: Fetched | Absent | None = None
         pace = Pace(self._retry_wait)
+        fresh = True  # the previous answer brought news: the next query goes at once
         while not stop():
-            if self.pause(pace.until_next(), stop):
+            if self.pause(pace.until_next(fresh=fresh), stop):
                 return
+            fresh = False
             try:
                 answer, new_index = self._read(index)
             except AuthError:
@@ -121,6 +123,10 @@ class ConsulSource(SourceSupport):
                 if self.pause(self._retry_wait, stop):
                     return
                 continue
+            # news is the prime, or a forward index that brought another document; the
+            # same index (a store answering at once), one that went backwards, or a move
+            # for some other key keeps the next query a floor after this one
+            moved = new_index is not None and (index is None or new_index > index)
             if index is not None and new_index is not None and new_index < index:
                 # Consul's documented rule: an index that goes backwards means the state
                 # was rebuilt; start over with a query that answers at once.
@@ -132,10 +138,10 @@ class ConsulSource(SourceSupport):
             self.connected = True
             report_watching(self)  # one blocking query answered: the call is counted
             if last is None:
-                last = answer
+                last, fresh = answer, moved
                 continue
             if not same_document(answer, last):
-                last = answer
+                last, fresh = answer, moved
                 yield answer
 
     def close(self) -> None:
