@@ -2,9 +2,9 @@
 
 One injected pod per push store (consul, etcd, redis, nats, config-server), each with
 ``watch-seconds: 300``, so no poll can deliver a change inside the measurement: only the
-store's own watch does.  20 rounds per store, 0.6 s apart (each watch's requests are kept
-``WATCH_FLOOR`` apart, so a put sooner after the last would wait for that floor, by design);
-the five stores run their rounds at once.
+store's own watch does.  20 rounds per store, 0.6 s apart (longer than ``WATCH_FLOOR``, the
+spacing a Consul watch keeps after an answer that brought nothing new, so no round waits on
+it); the five stores run their rounds at once.
 
 How it is measured: the app container (the agent image's python, a script from a ConfigMap)
 stats the rendered file every 2 ms and, when the file is replaced (the agent renames a new
