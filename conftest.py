@@ -8,4 +8,5 @@ pytest_plugins = [
     "tests.fixtures.uv",
     "tests.fixtures.threads",
     "tests.fixtures.background",
+    "tests.fixtures.clock",
 ]

@@ -224,14 +224,65 @@ def _ec_key(cwd: Path, name: str) -> None:
              "-out", f"{name}.key", cwd=cwd)  # fmt: skip
 
 
+CERT_DAYS = 30
+BACKDATE_SECONDS = 24 * 3600
+"""Every certificate of the control plane starts a day before it is minted, as a real
+cluster's were minted long before its workloads run: a client whose clock runs behind (the
+clock-skew tests run ours ten minutes behind) must not find the API server's certificate not
+yet valid only because the test environment made it a moment ago."""
+
+_CA_CONFIG = """\
+[ ca ]
+default_ca = run_ca
+[ run_ca ]
+database = index.txt
+new_certs_dir = issued
+serial = serial
+default_md = sha256
+policy = any_name
+unique_subject = no
+email_in_dn = no
+preserve = yes
+[ any_name ]
+organizationName = optional
+commonName = supplied
+"""
+"""``openssl ca``'s settings for the run's CA: the one signer here that takes a start date."""
+
+_KEY_IDS = "subjectKeyIdentifier=hash\nauthorityKeyIdentifier=keyid:always\n"
+"""Key identifiers, which strict verifiers (Python 3.13's default) require."""
+
+
+def _validity() -> tuple[str, str]:
+    """``openssl ca``'s start and end dates: a day ago, and ``CERT_DAYS`` from now."""
+    now = time.time()
+    stamp = "%Y%m%d%H%M%SZ"
+    return (
+        time.strftime(stamp, time.gmtime(now - BACKDATE_SECONDS)),
+        time.strftime(stamp, time.gmtime(now + CERT_DAYS * 86400)),
+    )
+
+
+def _sign(cwd: Path, name: str, extensions: str, *, selfsign: bool = False) -> None:
+    """Sign ``<name>.csr`` into ``<name>.crt`` with the run's CA (itself, ``selfsign``)."""
+    (cwd / "issued").mkdir(exist_ok=True)
+    (cwd / "index.txt").touch()
+    if not (cwd / "serial").exists():
+        (cwd / "serial").write_text(f"{int.from_bytes(os.urandom(8), 'big') | 1:X}\n")
+    (cwd / "ca.cnf").write_text(_CA_CONFIG)
+    (cwd / f"{name}.ext").write_text(extensions + _KEY_IDS)
+    start, end = _validity()
+    signer = ["-selfsign"] if selfsign else ["-cert", "ca.crt"]
+    _openssl("ca", "-batch", "-notext", "-config", "ca.cnf", *signer, "-keyfile", "ca.key",
+             "-in", f"{name}.csr", "-out", f"{name}.crt", "-extfile", f"{name}.ext",
+             "-startdate", start, "-enddate", end, cwd=cwd)  # fmt: skip
+
+
 def _issue(cwd: Path, name: str, subject: str, extensions: str) -> None:
     """Sign ``<name>.crt`` for ``<name>.key`` with the run's CA."""
     _ec_key(cwd, name)
     _openssl("req", "-new", "-key", f"{name}.key", "-subj", subject, "-out", f"{name}.csr", cwd=cwd)
-    (cwd / f"{name}.ext").write_text(extensions)
-    _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
-             "-CAcreateserial", "-days", "30", "-sha256", "-extfile", f"{name}.ext",
-             "-out", f"{name}.crt", cwd=cwd)  # fmt: skip
+    _sign(cwd, name, extensions)
 
 
 def mint_certificates(
@@ -247,10 +298,14 @@ def mint_certificates(
     """
     certs.mkdir(parents=True, exist_ok=True)
     _ec_key(certs, "ca")
-    _openssl("req", "-x509", "-new", "-key", "ca.key", "-subj", "/CN=dynconf-test-kube-ca",
-             "-days", "30", "-sha256", "-addext", "basicConstraints=critical,CA:TRUE",
-             "-addext", "keyUsage=critical,keyCertSign,cRLSign", "-out", "ca.crt",
-             cwd=certs)  # fmt: skip
+    _openssl("req", "-new", "-key", "ca.key", "-subj", "/CN=dynconf-test-kube-ca",
+             "-out", "ca.csr", cwd=certs)  # fmt: skip
+    _sign(
+        certs,
+        "ca",
+        "basicConstraints=critical,CA:TRUE\nkeyUsage=critical,keyCertSign,cRLSign\n",
+        selfsign=True,
+    )
     client = (
         "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\n"
         "extendedKeyUsage=clientAuth\n"

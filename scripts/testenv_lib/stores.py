@@ -24,6 +24,9 @@ CONSUL_VERSION = "1.8.7"
 CONSUL_DEB = "consul_1.8.7+dfsg1-2+b3_amd64.deb"
 ETCD_PACKAGES = ["etcd-server/trixie", "etcd-client/trixie"]  # 3.5.16
 NATS_PACKAGES = ["nats-server/trixie"]  # 2.10.27
+FAKETIME_PACKAGES = ["libfaketime/bookworm"]
+FAKETIME_LIBRARY = "usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
+
 REDIS_PACKAGES = [
     "redis-server/bookworm",
     "redis-tools/bookworm",
@@ -209,6 +212,8 @@ INSTALLERS: dict[str, Callable[[Context], None]] = {
     "firestore": install_firestore,
     "git": install_git,
     "sshd": install_sshd,
+    # LD_PRELOAD clock offsets for the clock-skew tests (our Python processes; Go ignores it)
+    "faketime": _apt_component("faketime", FAKETIME_PACKAGES, FAKETIME_LIBRARY),
 }
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import signal
@@ -26,9 +27,12 @@ OPERATOR = Path(sys.executable).with_name("dynamic-config-operator")
 class OperatorProcess:
     """``dynamic-config-operator`` as a subprocess; its JSON log lines are collected."""
 
-    def __init__(self, name: str, namespace: str, kubeconfig: Path) -> None:
+    def __init__(
+        self, name: str, namespace: str, kubeconfig: Path, extra_env: dict[str, str] | None = None
+    ) -> None:
         env = {
             **os.environ,
+            **(extra_env or {}),
             "KUBECONFIG": str(kubeconfig),
             "POD_NAME": name,
             "POD_NAMESPACE": namespace,
@@ -160,3 +164,38 @@ def test_a_lost_lease_ends_the_process(
     finally:
         if process.process.poll() is None:
             process.stop()
+
+
+def test_replicas_ten_minutes_apart_either_way_keep_one_leader_and_a_killed_one_is_replaced(
+    operator_kubeconfig: Path, kube: Any, kube_client: Any, namespace: str, skewed_env: Any
+) -> None:
+    """Expiry is judged on each replica's monotonic clock, never by comparing the Lease's
+    renewTime with its own wall clock: one replica ten minutes ahead and one ten minutes
+    behind keep one leader through several renewals, and a killed leader (no hand-back) is
+    replaced within its 15 s term plus one try."""
+    ahead = OperatorProcess("op-ahead", namespace, operator_kubeconfig, skewed_env(10))
+    behind = OperatorProcess("op-behind", namespace, operator_kubeconfig, skewed_env(-10))
+    try:
+        holder = kube.await_lease(namespace, LEASE_NAME)["spec"]["holderIdentity"]
+        leader, follower = (ahead, behind) if holder == ahead.name else (behind, ahead)
+        follower.await_event("leader_waiting")
+        time.sleep(17)  # three renewals (every 5 s) and more than a whole 15 s term
+        spec = lease(kube_client, namespace).spec
+        assert (spec.holder_identity, spec.lease_transitions) == (leader.name, 0)
+        # the leader really writes its skewed clock into renewTime
+        skew = (spec.renew_time - datetime.datetime.now(datetime.UTC)).total_seconds()
+        assert abs(skew) > 8 * 60, f"renewTime is {skew:.0f} s off the true clock"
+        assert not [e for e in follower.lines if e.get("event") == "leader_elected"]
+        assert leader.process.poll() is None and follower.process.poll() is None
+        leader.process.kill()
+        leader.process.wait(10)
+        killed = time.monotonic()
+        follower.await_event("leader_elected", timeout=40)
+        took = time.monotonic() - killed
+        assert took <= 15 + 5 + 3, f"the follower took over after {took:.1f} s"
+        spec = lease(kube_client, namespace).spec
+        assert (spec.holder_identity, spec.lease_transitions) == (follower.name, 1)
+    finally:
+        for process in (ahead, behind):
+            if process.process.poll() is None:
+                process.stop()
