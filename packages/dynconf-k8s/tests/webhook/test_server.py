@@ -184,3 +184,76 @@ def test_audit_line_of_a_refused_pod_carries_only_a_parsed_source(
     audits = [r for r in caplog.records if r.getMessage() == "admission"]
     assert [(r.outcome, r.source) for r in audits] == [("refused", None), ("refused", "consul")]
     assert "s3cr3t" not in " ".join(str(vars(r)) for r in audits)
+
+
+def test_sigterm_goes_on_admitting_while_readyz_withdraws_then_exits(tmp_path, make_pod):
+    """A deleted replica stays in the Service's endpoints a moment after its SIGTERM: it must
+    keep answering /mutate through the shutdown delay (readyz 503 meanwhile), or the API
+    server's admissions to it meet a closed port and Ignore starts pods without the agent."""
+    import os
+    import signal
+    import socket
+    import subprocess
+    import sys
+    import time
+    import urllib.error
+
+    def free() -> int:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return int(s.getsockname()[1])
+
+    port, metrics = free(), free()
+    env = {
+        **os.environ,
+        "DYNAMIC_CONFIG_WEBHOOK_PLAINTEXT": "1",
+        "DYNAMIC_CONFIG_WEBHOOK_ADDR": f"127.0.0.1:{port}",
+        "DYNAMIC_CONFIG_WEBHOOK_METRICS_ADDR": f"127.0.0.1:{metrics}",
+        "DYNAMIC_CONFIG_WEBHOOK_SHUTDOWN_DELAY_SECONDS": "2",
+        "DYNAMIC_CONFIG_WEBHOOK_DEFAULTS_FILE": str(tmp_path / "none.yaml"),
+    }
+    webhook = Path(sys.executable).with_name("dynamic-config-webhook")
+    process = subprocess.Popen(
+        [str(webhook), "serve"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    review = _review(make_pod())
+
+    def status(path: str, target: int, body: bytes | None = None) -> int:
+        request = urllib.request.Request(f"http://127.0.0.1:{target}{path}", data=body)
+        try:
+            with urllib.request.urlopen(request, timeout=2) as answer:
+                return int(answer.status)
+        except urllib.error.HTTPError as error:
+            return int(error.code)
+
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if status("/readyz", metrics) == 200:
+                    break
+            except OSError:
+                pass
+            assert time.monotonic() < deadline, "the webhook never became ready"
+            time.sleep(0.1)
+        process.send_signal(signal.SIGTERM)
+        signalled = time.monotonic()
+        time.sleep(0.5)
+        assert status("/readyz", metrics) == 503
+        assert status("/mutate", port, review) == 200  # still admitting
+        assert process.wait(timeout=20) == 0
+        took = time.monotonic() - signalled
+        assert 1.8 <= took <= 10, f"exited {took:.1f} s after SIGTERM"
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(5)
+
+
+def test_a_shutdown_delay_out_of_range_is_refused_naming_the_variable():
+    import pytest
+
+    from dynconf_k8s.contract import InstallationError
+
+    with pytest.raises(InstallationError, match="SHUTDOWN_DELAY_SECONDS takes seconds"):
+        WebhookSettings.from_environ({"DYNAMIC_CONFIG_WEBHOOK_SHUTDOWN_DELAY_SECONDS": "5m"})

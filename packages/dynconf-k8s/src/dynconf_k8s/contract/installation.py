@@ -62,7 +62,7 @@ SERVER_VARIABLES: Final = tuple(
     for name in (
         "ADDR", "METRICS_ADDR", "TLS_CERT", "TLS_KEY", "PLAINTEXT", "SELF_ROTATE", "NAMESPACE",
         "SERVICE", "TLS_SECRET", "MWC", "VALIDITY_SECONDS", "EXPLAIN", "RELOAD_SECONDS",
-        "INSTALLATION",
+        "INSTALLATION", "SHUTDOWN_DELAY_SECONDS",
     )
 )  # fmt: skip
 """Variables the server reads (:mod:`dynconf_k8s.webhook.settings`); known, not judged here."""

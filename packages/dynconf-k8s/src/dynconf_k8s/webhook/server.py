@@ -64,11 +64,14 @@ def _probes(
     metrics: WebhookMetrics,
     tls: ServingTls | None,
     synced: threading.Event | None = None,
+    draining: threading.Event | None = None,
 ) -> list[Route]:
     async def healthz(_: Request) -> Response:
         return PlainTextResponse("ok")
 
     async def readyz(_: Request) -> Response:
+        if draining is not None and draining.is_set():
+            return PlainTextResponse("shutting down; still admitting", status_code=503)
         if not _ready(settings, tls):
             return PlainTextResponse("no certificate loaded", status_code=503)
         if synced is not None and not synced.is_set():
@@ -96,13 +99,15 @@ def create_app(
     tracing: Tracing | None = None,
     installation: InstallationInForce | None = None,
     synced: threading.Event | None = None,
+    draining: threading.Event | None = None,
 ) -> Starlette:
     """The admission app: ``POST /mutate`` plus probes and metrics, and ``POST /explain``
     when ``settings.explain`` is on.
 
     ``tracing`` is the process's (one span per admission); the caller owns its shutdown.
     ``installation`` is the live holder (default: ``settings.installation``, fixed);
-    ``synced``, when given, holds ``/readyz`` at 503 until it is set (the resource was read).
+    ``synced``, when given, holds ``/readyz`` at 503 until it is set (the resource was read);
+    ``draining``, once set, turns ``/readyz`` to 503 while admission goes on (shutdown).
     """
     metrics = metrics or WebhookMetrics()
     in_force = installation or InstallationInForce(settings.installation)
@@ -149,7 +154,10 @@ def create_app(
         body = _RESPONSE.encode(decision.response)
         return Response(body, media_type="application/json")
 
-    routes = [Route("/mutate", mutate, methods=["POST"]), *_probes(settings, metrics, tls, synced)]
+    routes = [
+        Route("/mutate", mutate, methods=["POST"]),
+        *_probes(settings, metrics, tls, synced, draining),
+    ]
     if settings.explain:
         routes.append(Route("/explain", _explain_endpoint(in_force, classes), methods=["POST"]))
     app = Starlette(routes=routes)
@@ -208,9 +216,10 @@ def create_metrics_app(
     metrics: WebhookMetrics,
     tls: ServingTls | None = None,
     synced: threading.Event | None = None,
+    draining: threading.Event | None = None,
 ) -> Starlette:
     """The plain-HTTP listener: metrics and probes only, never admission."""
-    return Starlette(routes=_probes(settings, metrics, tls, synced))
+    return Starlette(routes=_probes(settings, metrics, tls, synced, draining))
 
 
 class _Server(uvicorn.Server):
@@ -295,20 +304,35 @@ async def _await_pair(tls: ServingTls, every: float, stopping: asyncio.Event) ->
 
 
 async def serve(settings: WebhookSettings, tracing: Tracing | None = None) -> None:
-    """Serve until SIGTERM/SIGINT, then drain for up to ``settings.drain_seconds``.
+    """Serve until SIGTERM/SIGINT, go on admitting for ``settings.linger_seconds``, then
+    drain for up to ``settings.drain_seconds``.
+
+    The linger is for the API server: a deleted replica stays in the Service's endpoints for a
+    moment after its SIGTERM, and an admission sent to a closed port is answered by
+    ``failurePolicy`` (``Ignore``: the pod starts without its agent). ``/readyz`` says 503
+    meanwhile, so the endpoint is withdrawn while the port still answers. A second signal ends
+    the linger at once.
 
     With selfRotate the pair may not exist yet (the leader is about to mint it), so serving
     waits for it instead of refusing to start. ``tracing`` is the caller's to shut down.
     """
     loop = asyncio.get_running_loop()
     stopping = asyncio.Event()
+    draining = threading.Event()
     servers: list[_Server] = []
 
-    def stop() -> None:
-        log.info("draining")
-        stopping.set()
+    def exit_servers() -> None:
         for server in servers:
             server.should_exit = True
+
+    def stop() -> None:
+        if draining.is_set():
+            exit_servers()  # asked twice: no more lingering
+            return
+        log.info("draining", extra={"linger_seconds": settings.linger_seconds})
+        draining.set()
+        stopping.set()
+        loop.call_later(settings.linger_seconds, exit_servers)
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop)
@@ -333,6 +357,7 @@ async def serve(settings: WebhookSettings, tracing: Tracing | None = None) -> No
         await _serve_listeners(
             settings, metrics, tls, poller, servers, tracing=tracing, installation=holder,
             synced=source.synced if isinstance(source, ResourceWatch) else None,
+            draining=draining,
         )  # fmt: skip
     finally:
         halt.set()
@@ -351,6 +376,7 @@ async def _serve_listeners(
     tracing: Tracing | None = None,
     installation: InstallationInForce | None = None,
     synced: threading.Event | None = None,
+    draining: threading.Event | None = None,
 ) -> None:
     app = create_app(
         settings,
@@ -360,6 +386,7 @@ async def _serve_listeners(
         tracing=tracing,
         installation=installation,
         synced=synced,
+        draining=draining,
     )
     host, port = settings.host_port
     config = uvicorn.Config(
@@ -377,7 +404,7 @@ async def _serve_listeners(
     metrics_addr = settings.metrics_host_port
     if metrics_addr:
         mconfig = uvicorn.Config(
-            create_metrics_app(settings, metrics, tls, synced),
+            create_metrics_app(settings, metrics, tls, synced, draining),
             host=metrics_addr[0],
             port=metrics_addr[1],
             log_config=None,

@@ -42,6 +42,28 @@ INSTALLATION_RESOURCE_ENV: Final = "DYNAMIC_CONFIG_WEBHOOK_INSTALLATION"
 """The ``DynamicConfigInstallation`` whose spec this webhook follows and reports on."""
 
 
+SHUTDOWN_DELAY_ENV: Final = "DYNAMIC_CONFIG_WEBHOOK_SHUTDOWN_DELAY_SECONDS"
+"""Seconds a replica goes on admitting after SIGTERM (:attr:`WebhookSettings.linger_seconds`)."""
+
+
+def _shutdown_delay(env: Mapping[str, str]) -> float:
+    text = env.get(SHUTDOWN_DELAY_ENV, "").strip()
+    if not text:
+        return 5.0
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds <= 60:
+        raise InstallationError(
+            [
+                f"{SHUTDOWN_DELAY_ENV} takes seconds between 0 and 60, e.g. 5; keep it with the "
+                "drain inside the pod's terminationGracePeriodSeconds"
+            ]
+        )
+    return seconds
+
+
 def _reload_seconds(env: Mapping[str, str]) -> float | None:
     text = env.get(RELOAD_SECONDS_ENV, "").strip()
     if not text:
@@ -105,6 +127,10 @@ class WebhookSettings:
     tls_wait_seconds: float = 5.0
     """selfRotate: how often serving re-checks for the Secret's pair before the first one."""
     drain_seconds: int = 30
+    linger_seconds: float = 5.0
+    """Seconds a replica goes on admitting after SIGTERM while ``/readyz`` says 503
+    (``DYNAMIC_CONFIG_WEBHOOK_SHUTDOWN_DELAY_SECONDS``), so the API server stops sending to
+    it before its port closes. The pod's grace period must cover it plus the drain."""
     explain: bool = False
     """``POST /explain`` on the admission port (``DYNAMIC_CONFIG_WEBHOOK_EXPLAIN``)."""
     document: str = DEFAULT_DOCUMENT
@@ -145,6 +171,7 @@ class WebhookSettings:
             explain=_flag(env, "DYNAMIC_CONFIG_WEBHOOK_EXPLAIN"),
             document=env.get(ENV.DEFAULTS_FILE) or DEFAULT_DOCUMENT,
             reload_seconds=reload_seconds,
+            linger_seconds=_shutdown_delay(env),
             installation_resource=resource,
             identity=env.get("POD_NAME") or env.get("HOSTNAME") or "dynamic-config-webhook",
             environ={k: v for k, v in env.items() if k.startswith("DYNAMIC_CONFIG_")},
