@@ -219,6 +219,27 @@ def _namespace_gone(core: Any, name: str) -> bool:
 InstallChart = Callable[..., contextlib.AbstractContextManager[Release]]
 
 
+def _hold_the_node(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Take the node's session lock for the rest of this process (released at its exit)."""
+    import fcntl
+
+    from tests.fixtures.kube import _run_dir
+
+    path = _run_dir() / "e2e-session.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle = path.open("a+")
+    _NODE_LOCK[:] = [handle]
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        print("\nchart: another pytest session holds the node; waiting for it to end")
+        fcntl.flock(handle, fcntl.LOCK_EX)
+
+
+_NODE_LOCK: list[Any] = []
+"""The open lock file, kept for the session (closing it would release the lock)."""
+
+
 @pytest.fixture(scope="session")
 def install_chart(
     kube_node: KubeNode,
@@ -227,7 +248,13 @@ def install_chart(
     node_image: ProjectImage,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> InstallChart:
-    """``install_chart(name, values, *, skip_crds=True)``: a release of one's own (see above)."""
+    """``install_chart(name, values, *, skip_crds=True)``: a release of one's own (see above).
+
+    One pytest session at a time uses the node's releases and images: a second session (an
+    engineer's beside CI's, two legs run by hand) waits here for the first to end, instead
+    of uninstalling its releases as leftovers and reloading its images under it.
+    """
+    _hold_the_node(tmp_path_factory)
     home = tmp_path_factory.mktemp("helm")
     _VALUES_DIR[:] = [home]
     for image in IMAGES:
