@@ -1,10 +1,12 @@
-"""Leg 7 of the end-to-end ladder (issue 15): 200 annotated pods at once through the chart.
+"""The burst leg of the end-to-end ladder: 200 annotated pods at once through the chart.
 
 Two hundred tiny busybox pods, each with the agent injected as a watching sidecar on one Consul
 key, are created in one burst (16 concurrent creates, as ``kubectl apply -f`` of a List sends
-them one by one); every one must be admitted, with the agent. The webhook's own histogram
-(``dynamic_config_admission_duration_seconds``, summed over its replicas, before and after)
-gives the p99 bucket; for the leg the webhook requests 500m CPU (``WEBHOOK_SIZED``, and why).
+them one by one), with the chart's default webhook (two replicas, its default CPU request,
+``failurePolicy: Ignore``) on the node the burst's pods start on, and one webhook replica
+deleted halfway through; every pod must be admitted, with the agent. The webhook's own
+histogram (``dynamic_config_admission_duration_seconds``, before and after, over the replica
+that lived through the burst) gives the p99 bucket.
 The kubelet runs as many as it holds (``maxPods`` 110, the kubelet's
 default, less what already runs) and every pod it took must turn Ready within
 ``READY_BUDGET``; no agent may be OOMKilled or restarted. The figures: each pod's creation →
@@ -39,38 +41,39 @@ CREATORS = 16
 READY_BUDGET = 360.0
 """Seconds every pod the node took has to turn Ready after the burst (the node holds about 100)."""
 HISTOGRAM = "dynamic_config_admission_duration_seconds"
-WEBHOOK_DEFAULT = {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "64Mi"}}
-"""The chart's (the contract's) webhook resources, restored after the leg."""
-WEBHOOK_SIZED = {"requests": {"cpu": "500m", "memory": "32Mi"}, "limits": {"memory": "64Mi"}}
-"""The webhook sized for a burst on the node it shares with the burst's pods. CPU shares follow
-requests: at the default 10m beside a hundred agents starting (10m each) the webhook gets about
-1 % of a contended CPU, an admission then outlasts ``timeoutSeconds`` 5 and ``failurePolicy:
-Ignore`` admits the pod without the agent (measured: 1 of 200, on two cores loaded by other
-work). On a real cluster the webhook rarely shares a node with the burst; where it may, this is
-the request to give it."""
+KILL_AFTER = PODS // 2
+"""Creates made before one webhook replica is deleted (graceful, as a rollout or a drain does)."""
 
 
-def histogram(release: Release) -> dict[float, float]:
-    """Cumulative bucket counts (``le`` → count) of the admission histogram, over all replicas."""
-    buckets: dict[float, float] = {}
-    for pod in release.webhook_pods():
+def histograms(release: Release) -> dict[str, dict[float, float]]:
+    """Each replica's cumulative bucket counts (``le`` → count) of the admission histogram."""
+    found: dict[str, dict[float, float]] = {}
+    for pod in _serving(release):
+        buckets = found.setdefault(pod.metadata.name, {})
         for line in release.scrape(pod.metadata.name).splitlines():
             if line.startswith(f"{HISTOGRAM}_bucket{{"):
                 labels, _, value = line.rpartition(" ")
                 le = labels.split('le="', 1)[1].split('"', 1)[0]
                 bound = float("inf") if le == "+Inf" else float(le)
                 buckets[bound] = buckets.get(bound, 0.0) + float(value)
-    return buckets
+    return found
 
 
-def refusals(release: Release) -> float:
-    """``dynamic_config_admission_refusals_total`` over every reason and replica."""
-    total = 0.0
-    for pod in release.webhook_pods():
-        for line in release.scrape(pod.metadata.name).splitlines():
+def _serving(release: Release) -> list[Any]:
+    """The webhook replicas that can be scraped now (a replacement still starting cannot)."""
+    return [p for p in release.webhook_pods() if p.status.pod_ip and _ready_at(p) is not None]
+
+
+def refusals(release: Release) -> dict[str, float]:
+    """Each replica's ``dynamic_config_admission_refusals_total`` over every reason."""
+    found: dict[str, float] = {}
+    for pod in _serving(release):
+        name = pod.metadata.name
+        found[name] = 0.0
+        for line in release.scrape(name).splitlines():
             if line.startswith("dynamic_config_admission_refusals_total"):
-                total += float(line.rpartition(" ")[2])
-    return total
+                found[name] += float(line.rpartition(" ")[2])
+    return found
 
 
 def quantile_bucket(before: dict[float, float], after: dict[float, float], q: float) -> float:
@@ -86,8 +89,6 @@ def scale(
     kube_node: KubeNode, chart_release: Release, consul_server: Any
 ) -> Iterator[tuple[Injector, Release]]:
     namespace = chart_release.injecting_namespace()
-    default = chart_release.values.get("webhook", {}).get("resources") or WEBHOOK_DEFAULT
-    chart_release.upgrade({"webhook": {"resources": WEBHOOK_SIZED}})
     try:
         with kube_node.expose(consul_server.port) as endpoint:
             yield (
@@ -96,7 +97,17 @@ def scale(
             )
     finally:
         chart_release.core.delete_namespace(namespace)  # 200 pods: not awaited here
-        chart_release.upgrade({"webhook": {"resources": default}})
+        _await_webhooks(chart_release, 2)
+
+
+def _await_webhooks(release: Release, count: int, timeout: float = 180.0) -> None:
+    """Until ``count`` webhook replicas are Ready again (the deleted one was replaced)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if sum(1 for p in release.webhook_pods() if _ready_at(p) is not None) >= count:
+            return
+        time.sleep(2)
+    raise AssertionError(f"fewer than {count} webhook replicas Ready after {timeout:.0f} s")
 
 
 def _summary(core: Any, node: str) -> dict[str, Any]:
@@ -122,16 +133,29 @@ def test_two_hundred_pods_admitted_and_the_node_runs_what_it_holds(
     ]
     for body in bodies:  # Ready is the agent's /readyz (HTTP); 100 exec probes a second would
         del body["spec"]["containers"][0]["readinessProbe"]  # be the node's whole CPU
-    before, refused_before = histogram(release), refusals(release)
+    before, refused_before = histograms(release), refusals(release)
+    victim = release.webhook_pods()[0].metadata.name
+    survivors = [name for name in before if name != victim]
     began = time.monotonic()
+    created = 0
 
     def create(body: dict[str, Any]) -> Any:
-        return core.create_namespaced_pod(injector.namespace, body)
+        nonlocal created
+        made = core.create_namespaced_pod(injector.namespace, body)
+        created += 1
+        if created == KILL_AFTER:  # mid-burst: a replica goes, as in a rollout or a drain
+            core.delete_namespaced_pod(victim, release.namespace)
+        return made
 
     with ThreadPoolExecutor(CREATORS) as pool:
         made = list(pool.map(create, bodies))
     admitted = time.monotonic() - began
-    after, refused = histogram(release), refusals(release) - refused_before
+    after_all = histograms(release)
+    after = {le: sum(after_all.get(n, {}).get(le, 0.0) for n in survivors) for le in
+             {le for n in survivors for le in after_all.get(n, {})}}  # fmt: skip
+    before = {le: sum(before[n].get(le, 0.0) for n in survivors) for le in after}
+    # a replica that came up during the burst counts whole; the deleted one's counts are gone
+    refused = sum(n - refused_before.get(pod, 0.0) for pod, n in refusals(release).items())
     injected = [p for p in made if any(c.name.startswith(AGENT) for c in
                                        [*(p.spec.init_containers or []), *p.spec.containers])]  # fmt: skip
     p50, p99 = quantile_bucket(before, after, 0.5), quantile_bucket(before, after, 0.99)
@@ -181,7 +205,8 @@ def test_two_hundred_pods_admitted_and_the_node_runs_what_it_holds(
     print(f"\ne2e scale: webhook working set after the burst {[round(h) for h in hooks]} MiB")
     print(
         f"\ne2e scale: {len(made)} pods created in {admitted:.1f} s ({CREATORS} at a time), "
-        f"{len(injected)} injected; webhook admission p50 <= {p50 * 1000:g} ms, "
+        f"{len(injected)} injected (webhook replica {victim} deleted after {KILL_AFTER}); "
+        f"webhook admission (the surviving replica) p50 <= {p50 * 1000:g} ms, "
         f"p99 <= {p99 * 1000:g} ms (histogram buckets); {len(ready)} of {len(scheduled)} "
         f"scheduled Ready {ready_after:.0f} s after the burst, {pending} unschedulable "
         f"(maxPods); creation → Ready p50 {_q(to_ready, 0.5):.0f} s, p95 "
@@ -200,11 +225,24 @@ def test_two_hundred_pods_admitted_and_the_node_runs_what_it_holds(
     assert refused == 0
     assert sets, "the kubelet's summary names no agent container"
     assert oom == [], f"agents OOMKilled: {oom}"
-    assert restarted == [], f"containers restarted: {restarted}"
+    assert restarted == [], f"containers restarted: {restarted}; " + _why(core, injector, restarted)
     unready = sorted({p.metadata.name for p in scheduled} - {p.metadata.name for p in ready})
     assert not unready, (
         f"{len(unready)} scheduled pods not Ready in {READY_BUDGET:.0f} s: {unready[:5]}"
     )
+
+
+def _why(core: Any, injector: Injector, restarted: list[str]) -> str:
+    """The last lines the first restarted container wrote before it ended (its reason)."""
+    pod, _, container = restarted[0].partition("/")
+    try:
+        raw: bytes = core.read_namespaced_pod_log(
+            pod, injector.namespace, container=container, previous=True, tail_lines=5,
+            _preload_content=False,
+        ).data  # fmt: skip
+    except Exception as error:  # the log may be gone with the container
+        return f"its previous log could not be read ({type(error).__name__})"
+    return f"{restarted[0]} ended with: {raw.decode(errors='replace')[-1500:]}"
 
 
 def _ready_at(pod: Any) -> Any:
