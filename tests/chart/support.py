@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -43,10 +43,12 @@ def helm_template(
     *sets: str,
     namespace: str = "dynamic-config",
     values: Mapping[str, Any] | None = None,
+    flags: Sequence[str] = (),
     check: bool = True,
 ) -> subprocess.CompletedProcess[str]:
-    """``helm template`` of the chart with ``--set`` pairs and an optional values document."""
-    argv = [str(helm), "template", "dc", str(CHART), "--namespace", namespace]
+    """``helm template`` of the chart with ``--set`` pairs, an optional values document and
+    other ``helm template`` ``flags``."""
+    argv = [str(helm), "template", "dc", str(CHART), "--namespace", namespace, *flags]
     for pair in sets:
         argv += ["--set", pair]
     if values is not None:

@@ -50,8 +50,8 @@ TOGGLES: dict[str, tuple[str, ...]] = {
     ),
     "operator": ("operator.enabled=true",),
     "operator-ha": ("operator.enabled=true", "operator.replicas=3"),
-    "node-agent": ("nodeAgent.enabled=true",),
-    "node-agent-registrar": ("nodeAgent.enabled=true", "nodeAgent.registration=registrar"),
+    "node-agent": ("nodeAgent.enabled=true",),  # with upstream's registrar, the default
+    "node-agent-builtin": ("nodeAgent.enabled=true", "nodeAgent.registration=builtin"),
     "agent-events": (
         "agent.events.enabled=true",
         "agent.events.namespaces={payments,shop}",
@@ -120,6 +120,24 @@ def _webhook(docs: list[Manifest]) -> Manifest:
 
 def _container(pod: Manifest, name: str) -> Manifest:
     return next(c for c in pod["spec"]["template"]["spec"]["containers"] if c["name"] == name)
+
+
+def _containers(pod: Manifest) -> list[str]:
+    return [c["name"] for c in pod["spec"]["template"]["spec"]["containers"]]
+
+
+def _mounts(container: Manifest) -> dict[str, str]:
+    return {m["name"]: m["mountPath"] for m in container.get("volumeMounts", [])}
+
+
+def _flag(args: list[str], flag: str) -> str | None:
+    """The value of ``flag`` in ``args``, spelled ``--flag value`` or ``--flag=value``."""
+    for index, arg in enumerate(args):
+        if arg == flag and index + 1 < len(args):
+            return args[index + 1]
+        if arg.startswith(flag + "="):
+            return arg.removeprefix(flag + "=")
+    return None
 
 
 # ------------------------------------------------------------------------------------ lint
@@ -213,7 +231,10 @@ def test_node_agent_is_the_only_hostpath_user_and_propagates_host_to_container(
         "path": "/var/lib/kubelet/plugins/config.dynamic-config.rs",
         "type": "DirectoryOrCreate",
     }
-    assert volumes["registration-dir"]["path"] == "/var/lib/kubelet/plugins_registry"
+    assert volumes["registration-dir"] == {
+        "path": "/var/lib/kubelet/plugins_registry",
+        "type": "Directory",
+    }
     driver = one(docs, "CSIDriver", "config.dynamic-config.rs")
     assert driver["spec"] == {
         "attachRequired": False,
@@ -232,43 +253,100 @@ def test_node_agent_is_ready_only_once_it_serves(helm_bin: Path, tmp_path: Path)
     assert agent["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
 
 
-def test_node_agent_registers_itself_by_default_without_a_registrar(
-    helm_bin: Path, tmp_path: Path
-) -> None:
+NODE_AGENT = "dynamic-config-node-agent"
+HOST_SOCKET = "/var/lib/kubelet/plugins/config.dynamic-config.rs/csi.sock"
+"""The node agent's CSI socket as the kubelet dials it: what registration tells the kubelet."""
+
+
+def test_node_agent_runs_upstreams_registrar_by_default(helm_bin: Path, tmp_path: Path) -> None:
     docs = _render(helm_bin, tmp_path, "nodeAgent.enabled=true")
 
-    daemonset = one(docs, "DaemonSet", "dynamic-config-node-agent")
-    containers = daemonset["spec"]["template"]["spec"]["containers"]
-    assert [c["name"] for c in containers] == ["node-agent"]
+    daemonset = one(docs, "DaemonSet", NODE_AGENT)
+    assert _containers(daemonset) == ["node-agent", "node-driver-registrar"]
+    registrar = _container(daemonset, "node-driver-registrar")
+    assert registrar["image"] == "registry.k8s.io/sig-storage/csi-node-driver-registrar:v2.13.0"
+    assert registrar["args"] == [
+        "--csi-address=/csi/csi.sock",
+        f"--kubelet-registration-path={HOST_SOCKET}",
+        "--http-endpoint=:9809",
+    ]
+    assert _mounts(registrar) == {"plugin-dir": "/csi", "registration-dir": "/registration"}
+    assert registrar["ports"] == [{"name": "healthz", "containerPort": 9809}]
+    assert registrar["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "healthz"}
+    agent = _container(daemonset, "node-agent")
+    # the node agent serves the socket the registrar dials, and registers nothing itself
+    assert agent["args"] == ["--endpoint", "unix:///csi/csi.sock"]
+    assert "registration-dir" not in _mounts(agent)
+    assert _mounts(agent)["plugin-dir"] == "/csi"
+
+
+def test_node_agent_registration_builtin_registers_itself_without_a_registrar(
+    helm_bin: Path, tmp_path: Path
+) -> None:
+    docs = _render(helm_bin, tmp_path, "nodeAgent.enabled=true", "nodeAgent.registration=builtin")
+
+    daemonset = one(docs, "DaemonSet", NODE_AGENT)
+    assert _containers(daemonset) == ["node-agent"]
     agent = _container(daemonset, "node-agent")
     assert agent["args"] == [
         "--endpoint",
         "unix:///csi/csi.sock",
         "--kubelet-registration-path",
-        "/var/lib/kubelet/plugins/config.dynamic-config.rs/csi.sock",
+        HOST_SOCKET,
         "--registration-dir",
         "/registration",
     ]
-    mounts = {m["name"]: m["mountPath"] for m in agent["volumeMounts"]}
-    assert mounts["registration-dir"] == "/registration"
-    assert mounts["plugin-dir"] == "/csi"
+    assert _mounts(agent)["registration-dir"] == "/registration"
+    assert _mounts(agent)["plugin-dir"] == "/csi"
 
 
-def test_node_agent_registration_registrar_runs_upstreams_sidecar(
+@pytest.mark.parametrize("registration", ["registrar", "builtin"])
+def test_registration_names_the_socket_under_a_moved_kubelet_path(
+    registration: str, helm_bin: Path, tmp_path: Path
+) -> None:
+    kubelet = "/var/lib/k0s/kubelet"
+    sets = (f"nodeAgent.registration={registration}", f"nodeAgent.kubeletPath={kubelet}")
+    docs = _render(helm_bin, tmp_path, "nodeAgent.enabled=true", *sets)
+
+    daemonset = one(docs, "DaemonSet", NODE_AGENT)
+    told = {
+        name: _flag(_container(daemonset, name).get("args", []), "--kubelet-registration-path")
+        for name in _containers(daemonset)
+    }
+    registers = "node-driver-registrar" if registration == "registrar" else "node-agent"
+    socket = f"{kubelet}/plugins/config.dynamic-config.rs/csi.sock"
+    assert {name: path for name, path in told.items() if path} == {registers: socket}
+    volumes = {v["name"]: v["hostPath"] for v in daemonset["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["plugin-dir"]["path"] == f"{kubelet}/plugins/config.dynamic-config.rs"
+    assert volumes["registration-dir"]["path"] == f"{kubelet}/plugins_registry"
+
+
+def test_a_release_from_before_registration_existed_gets_the_registrar(
     helm_bin: Path, tmp_path: Path
 ) -> None:
-    docs = _render(helm_bin, tmp_path, "nodeAgent.enabled=true", "nodeAgent.registration=registrar")
+    # `helm upgrade --reuse-values` from a chart without the value: the key is absent
+    docs = _render(helm_bin, tmp_path, "nodeAgent.enabled=true", "nodeAgent.registration=null")
 
-    daemonset = one(docs, "DaemonSet", "dynamic-config-node-agent")
-    agent = _container(daemonset, "node-agent")
-    assert "args" not in agent
-    assert "registration-dir" not in {m["name"] for m in agent["volumeMounts"]}
-    registrar = _container(daemonset, "node-driver-registrar")
-    assert registrar["image"] == "registry.k8s.io/sig-storage/csi-node-driver-registrar:v2.13.0"
-    assert registrar["args"] == [
-        "--csi-address=/csi/csi.sock",
-        "--kubelet-registration-path=/var/lib/kubelet/plugins/config.dynamic-config.rs/csi.sock",
+    assert _containers(one(docs, "DaemonSet", NODE_AGENT)) == [
+        "node-agent",
+        "node-driver-registrar",
     ]
+
+
+def test_an_unknown_registration_fails_the_render_even_without_the_schema(
+    helm_bin: Path, tmp_path: Path
+) -> None:
+    sets = ("nodeAgent.enabled=true", "nodeAgent.registration=sidecar")
+    skip = ("--skip-schema-validation",)
+
+    result = helm_template(helm_bin, tmp_path, *sets, flags=skip, check=False)
+
+    assert result.returncode != 0, "registration=sidecar rendered"
+    assert (
+        'nodeAgent.registration is "sidecar"; set it to registrar (upstream\'s '
+        "node-driver-registrar sidecar, the default) or builtin (the node agent registers "
+        "itself, for nodes that cannot pull the registrar image)"
+    ) in result.stderr, result.stderr
 
 
 def test_node_agent_is_off_by_default(helm_bin: Path, tmp_path: Path) -> None:
@@ -789,7 +867,7 @@ FAILING: dict[str, tuple[tuple[str, ...], str]] = {
     ),
     "node-agent-registration": (
         ("nodeAgent.enabled=true", "nodeAgent.registration=sidecar"),
-        "registration",
+        "'/nodeAgent/registration': value must be one of 'registrar', 'builtin'",
     ),
     "unknown-key": (("webhook.failurPolicy=Fail",), "failurPolicy"),
     "failure-policy": (("webhook.failurePolicy=Sometimes",), "failurePolicy"),

@@ -7,7 +7,9 @@ Fixtures (all ``e2e``: they use ``kube_node``, so ``tests/fixtures/node.py`` mar
     ``dynamic-config-system`` (objects named as the chart names them, ``dynamic-config-…``)
     with the default values except ``webhook.namespaceGating: true`` (so the chart injects only
     into namespaces that ask, never into another test's) and ``webhook.agentEnvAllow:
-    "*: RUST_LOG"`` (the book's canonical allowed agent-env). TLS is the default mode, the
+    "*: RUST_LOG"`` (the book's canonical allowed agent-env), plus what every release here
+    carries: ``nodeAgent.registration: builtin`` (``support.NODE_REGISTRATION``: the node cannot
+    pull upstream's registrar image). TLS is the default mode, the
     chart-minted CA; cert-manager mode cannot be exercised here (no cert-manager in the node).
     The four images are loaded into the node first; the fixture returns once the webhook
     Deployment is Ready and the apiserver calls it. It is a ``Release``:
@@ -22,7 +24,8 @@ Fixtures (all ``e2e``: they use ``kube_node``, so ``tests/fixtures/node.py`` mar
 
 ``install_chart`` (session): ``install_chart(name, values) -> context manager -> Release`` for a
     release of one's own (another TLS mode, an objectSelector, the operator): its own namespace
-    ``<name>-system`` and ``fullnameOverride: <name>``, the CRDs left to ``chart_release``
+    ``<name>-system``, ``fullnameOverride: <name>`` and the node's ``nodeAgent.registration``
+    under the caller's values, the CRDs left to ``chart_release``
     (``--skip-crds``). ``chart=("oci://…/charts/dynamic-config", "--version", X, …)`` installs
     a released chart from a registry instead of the tree's. Two releases select the same pods only if their selectors overlap: give
     a second one an ``objectSelector`` or namespaces the first does not gate.
@@ -46,6 +49,7 @@ from typing import Any
 import pytest
 from kubernetes import client  # type: ignore[import-untyped]
 
+from tests.e2e.support import NODE_REGISTRATION
 from tests.fixtures.kube import REPO
 from tests.fixtures.node import KubeNode, ProjectImage
 from tests.testenv.test_node import BUSYBOX, new_namespace
@@ -58,6 +62,8 @@ HELM_TIMEOUT = 300
 SESSION_VALUES: dict[str, Any] = {
     "webhook": {"namespaceGating": True, "agentEnvAllow": "*: RUST_LOG"},
 }
+NODE_VALUES: dict[str, Any] = {"nodeAgent": {"registration": NODE_REGISTRATION}}
+"""Under every release's own values: what the node can run (see ``NODE_REGISTRATION``)."""
 
 
 def _helm(
@@ -274,6 +280,7 @@ def install_chart(
         chart: tuple[str, ...] = (str(CHART),),
     ) -> Iterator[Release]:
         namespace = f"{name}-system"
+        values = _merge(NODE_VALUES, values)
         if name != CHART.name:  # the chart names its objects "dynamic-config-…" by default
             values = _merge({"fullnameOverride": name}, values)
         began = time.monotonic()

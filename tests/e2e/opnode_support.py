@@ -22,6 +22,7 @@ from kubernetes.stream import stream  # type: ignore[import-untyped]
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.chart.support import CHART, documents, helm_template
+from tests.e2e.support import NODE_REGISTRATION
 
 T = TypeVar("T")
 COMPONENT = "app.kubernetes.io/component"
@@ -42,8 +43,10 @@ def wait_for(predicate: Callable[[], T | None], timeout: float, what: str) -> T:
 def render_component(
     helm_bin: Path, scratch: Path, namespace: str, component: str, *sets: str
 ) -> list[dict[str, Any]]:
-    """The chart's objects of one component, as ``helm install`` would create them."""
-    rendered = helm_template(helm_bin, scratch, *sets, namespace=namespace)
+    """The chart's objects of one component, as ``helm install`` would create them (with the
+    node's ``nodeAgent.registration``, which a later ``sets`` pair overrides)."""
+    node = f"nodeAgent.registration={NODE_REGISTRATION}"
+    rendered = helm_template(helm_bin, scratch, node, *sets, namespace=namespace)
     return [
         doc
         for doc in documents(rendered.stdout)

@@ -10,13 +10,14 @@ Shared by the legs (import them by these names; they are the stable API):
   ``/proc/1/environ`` inside its container;
 - ``Injector``: a namespace a webhook injects into plus a Consul server its pods reach, with the
   book's annotated pod (``annotations``) and a busybox ``app`` pod runner (``run``);
+- ``NODE_REGISTRATION``: the ``nodeAgent.registration`` every chart install on the node carries.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from typing import Any
+from typing import Any, Final
 
 from kubernetes import client  # type: ignore[import-untyped]
 from kubernetes.stream import stream  # type: ignore[import-untyped]
@@ -25,6 +26,13 @@ from tests.testenv.test_node import BUSYBOX
 
 AGENT = "dynamic-config-agent"
 """The injected agent's container name (the contract's)."""
+
+NODE_REGISTRATION: Final = "builtin"
+"""``nodeAgent.registration`` of every chart the legs install or render onto the node. No
+registry here serves upstream's node-driver-registrar image, so the chart's default
+(``registrar``) would leave the node agent's pod in ImagePullBackOff; the node agent registers
+itself with the kubelet instead. ``install_chart`` and ``render_component`` set it, under the
+caller's values."""
 
 
 def exec_in(core: Any, namespace: str, pod: str, container: str, *command: str) -> str:

@@ -2,9 +2,10 @@
 
 The DaemonSet, its ServiceAccount and the CSIDriver are the chart's (``helm template`` with
 ``nodeAgent.enabled=true``, the objects labelled ``node-agent``; see ``opnode_support``), with the
-node agent image built here. The chart's default ``registration: builtin`` has the node agent
-register itself with the kubelet, so the first assertion is the kubelet's own record of the
-driver in ``CSINode``. Pods mount inline CSI volumes reading Consul (the test server, through
+node agent image built here and ``nodeAgent.registration: builtin`` (``NODE_REGISTRATION``: the
+node cannot pull upstream's registrar, the chart's default), so the node agent registers itself
+with the kubelet and the first assertion is the kubelet's own record of the driver in
+``CSINode``. Pods mount inline CSI volumes reading Consul (the test server, through
 ``kube_node.expose``); the node agent's gauges are scraped through the apiserver's pod proxy.
 """
 

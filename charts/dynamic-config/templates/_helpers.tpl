@@ -248,3 +248,18 @@ map form; a pin or open marker is the webhook's business and is dropped here). *
 {{- end -}}
 {{- join ", " $out -}}
 {{- end -}}
+
+{{/* ------------------------------------------------------------- node agent */}}
+
+{{/* How the kubelet learns the driver exists: "registrar" (upstream's node-driver-registrar
+     beside the node agent, the default) or "builtin" (the node agent serves the kubelet's
+     plugin registration itself). A key absent from an older release's values is the default;
+     anything else fails the render here too, for a render that skipped the schema, rather
+     than quietly picking one. */}}
+{{- define "dc.nodeAgent.registration" -}}
+{{- $registration := dig "registration" "registrar" .Values.nodeAgent | toString -}}
+{{- if not (has $registration (list "registrar" "builtin")) -}}
+{{- fail (printf "nodeAgent.registration is %q; set it to registrar (upstream's node-driver-registrar sidecar, the default) or builtin (the node agent registers itself, for nodes that cannot pull the registrar image)" $registration) -}}
+{{- end -}}
+{{- $registration -}}
+{{- end -}}
