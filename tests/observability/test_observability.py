@@ -52,6 +52,8 @@ OPERATOR = [
     "reconcile_failures_total",
     "restarts_total",
     "restart_failures_total",
+    "pods_without_agent",
+    "pods_without_agent_total",
 ]
 EMITTED = {
     **{f"dynamic_config_agent_{s}": ("agent", s) for s in AGENT},

@@ -7,6 +7,8 @@
 - ``operator``: an in-process :class:`Operator` on that identity, stopped after the test.
 - ``restarting_operator``: a factory for an :class:`Operator` with restarts on, under a second
   ServiceAccount bound to ``RULES`` + ``RESTART_RULES`` (stopped after the test).
+- ``audit_kubeconfig`` / ``audit_api``: a third ServiceAccount bound to ``RULES`` +
+  ``AUDIT_RULES``, the identity of an operator whose pod audit is on (the chart's default).
 - ``namespace``: a fresh namespace per test, deleted afterwards.
 - ``await_item`` / ``await_gone``: bounded waits on a watch (list first, then follow events).
 """
@@ -118,13 +120,14 @@ def _bound_kubeconfig(
     account: str,
     role: str,
     restarts: bool,
+    audit: bool = False,
 ) -> Path:
     """A kubeconfig for ServiceAccount ``account``, bound to the ClusterRole ``role`` only."""
     token = mint_sa_token(SYSTEM_NAMESPACE, account, expiration_seconds=86400)
     rbac = client.RbacAuthorizationV1Api(kube_client)
     rbac.patch_cluster_role(
         role,
-        cluster_role(role, restarts=restarts),
+        cluster_role(role, restarts=restarts, audit=audit),
         field_manager="dynconf-tests",
         force=True,
         _content_type="application/apply-patch+yaml",
@@ -219,6 +222,34 @@ def restarts_api(
         restarts=True,
     )
     api = _api(kubeconfig)
+    yield api
+    api.close()
+
+
+@pytest.fixture(scope="session")
+def audit_kubeconfig(
+    kube_client: Any,
+    kube_control_plane: Any,
+    mint_sa_token: Callable[..., str],
+    operator_crds: list[dict[str, Any]],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Path:
+    """The operator's identity with the pod audit on: RULES + AUDIT_RULES, nothing more."""
+    return _bound_kubeconfig(
+        kube_client,
+        kube_control_plane,
+        mint_sa_token,
+        tmp_path_factory,
+        account=f"{SERVICE_ACCOUNT}-audit",
+        role=f"{ROLE}-audit",
+        restarts=False,
+        audit=True,
+    )
+
+
+@pytest.fixture(scope="session")
+def audit_api(audit_kubeconfig: Path) -> Iterator[Any]:
+    api = _api(audit_kubeconfig)
     yield api
     api.close()
 

@@ -32,6 +32,8 @@ class OperatorProcess:
     ) -> None:
         env = {
             **os.environ,
+            # the pod audit needs RULES + AUDIT_RULES; a test that wants it passes both
+            "DYNAMIC_CONFIG_OPERATOR_POD_AUDIT": "false",
             **(extra_env or {}),
             "KUBECONFIG": str(kubeconfig),
             "POD_NAME": name,
@@ -58,12 +60,15 @@ class OperatorProcess:
                 self.lines.append(entry)
                 self._seen.notify_all()
 
-    def await_event(self, event: str, timeout: float = 30.0) -> dict[str, Any]:
+    def await_event(self, event: str, timeout: float = 30.0, **fields: str) -> dict[str, Any]:
+        """The first line logging ``event`` (with ``fields``, when given), within ``timeout``."""
         deadline = time.monotonic() + timeout
         with self._seen:
             while True:
                 for entry in self.lines:
-                    if entry.get("event") == event:
+                    if entry.get("event") == event and all(
+                        entry.get(key) == value for key, value in fields.items()
+                    ):
                         return entry
                 remaining = deadline - time.monotonic()
                 assert remaining > 0, f"{self.name} never logged {event}: {self.lines[-5:]}"

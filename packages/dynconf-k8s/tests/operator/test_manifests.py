@@ -12,7 +12,14 @@ import pytest
 import yaml
 
 from dynconf_k8s.operator.crds import crd_file_name, crd_manifests, crd_yaml, shipped_crds
-from dynconf_k8s.operator.rbac import RESTART_RULES, RULES
+from dynconf_k8s.operator.podaudit import (
+    INTERVAL_ENV,
+    POD_AUDIT_ENV,
+    WEBHOOK_CONFIGURATION_ENV,
+    pod_audit_settings,
+)
+from dynconf_k8s.operator.rbac import AUDIT_RULES, RESTART_RULES, RULES
+from dynconf_k8s.operator.restarts import SettingsError
 
 REPO = Path(__file__).resolve().parents[4]
 OPERATOR = Path(sys.executable).with_name("dynamic-config-operator")
@@ -81,8 +88,39 @@ def _operator(helm_bin: Path, *sets: str) -> tuple[dict[str, Any], dict[str, str
 
 def test_chart_cluster_role_grants_exactly_what_the_code_uses(helm_bin: Path) -> None:
     role, env = _operator(helm_bin)
-    assert _rules(role["rules"]) == _rules(list(RULES))
+    assert _rules(role["rules"]) == _rules([*RULES, *AUDIT_RULES])  # the pod audit is on
     assert not any(name.startswith("DYNAMIC_CONFIG_OPERATOR_RESTART") for name in env)
+
+
+def test_chart_pod_audit_reads_only_its_own_webhook_registration(helm_bin: Path) -> None:
+    role, env = _operator(helm_bin, "operator.podAudit.intervalSeconds=45s")
+
+    (registration,) = [
+        rule for rule in role["rules"] if "mutatingwebhookconfigurations" in rule["resources"]
+    ]
+    assert registration["resourceNames"] == ["dynamic-config"]
+    assert {name: env[name] for name in env if "POD_AUDIT" in name} == {INTERVAL_ENV: "45s"}
+    assert env[WEBHOOK_CONFIGURATION_ENV] == "dynamic-config"
+    assert pod_audit_settings(env) is not None
+
+
+def test_chart_pod_audit_switched_off_grants_no_pod_rule_and_says_so(helm_bin: Path) -> None:
+    role, env = _operator(helm_bin, "operator.podAudit.enabled=false")
+
+    assert _rules(role["rules"]) == _rules(list(RULES))
+    assert env[POD_AUDIT_ENV] == "false"
+    assert WEBHOOK_CONFIGURATION_ENV not in env
+    assert pod_audit_settings(env) is None
+
+
+def test_pod_audit_settings_are_on_by_default_and_refuse_a_bad_interval() -> None:
+    settings = pod_audit_settings({})
+    assert settings is not None
+    assert (settings.interval, settings.registration) == (30.0, None)
+    with pytest.raises(SettingsError, match=INTERVAL_ENV):
+        pod_audit_settings({INTERVAL_ENV: "soon"})
+    with pytest.raises(SettingsError, match=POD_AUDIT_ENV):
+        pod_audit_settings({POD_AUDIT_ENV: "yes"})
 
 
 def test_chart_restarts_add_the_workload_rules_and_the_settings(helm_bin: Path) -> None:
@@ -93,7 +131,7 @@ def test_chart_restarts_add_the_workload_rules_and_the_settings(helm_bin: Path) 
         "operator.restarts.settleSeconds=2m",
     )
 
-    assert _rules(role["rules"]) == _rules([*RULES, *RESTART_RULES])
+    assert _rules(role["rules"]) == _rules([*RULES, *RESTART_RULES, *AUDIT_RULES])
     assert {name: env[name] for name in env if "RESTART" in name} == {
         "DYNAMIC_CONFIG_OPERATOR_RESTARTS": "true",
         "DYNAMIC_CONFIG_OPERATOR_RESTART_MIN_INTERVAL": "90",

@@ -14,6 +14,7 @@ import binascii
 import json
 import logging
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -31,8 +32,12 @@ from dynconf_k8s.operator.types import (
     DynamicConfigRender,
 )
 
-__all__ = ["Cluster", "ExistingTarget", "api_failure"]
+__all__ = ["UNFINISHED", "Cluster", "ExistingTarget", "api_failure"]
 
+UNFINISHED: Final = "status.phase!=Succeeded,status.phase!=Failed"
+"""The pod audit's field selector: pods that have not finished."""
+_PAGE: Final = 500
+"""Objects per page of a list the operator does not hold (the audit's pods and namespaces)."""
 _APPLY: Final = "application/apply-patch+yaml"
 _MERGE: Final = "application/merge-patch+json"
 _EVENT_MESSAGE_LIMIT: Final = 1024
@@ -169,6 +174,51 @@ class Cluster:
         }[plural]
         body = {"spec": {"template": {"metadata": {"annotations": {key: value}}}}}
         _finished(patch(name, namespace, body, _content_type=_MERGE, _preload_content=False))
+
+    # -- pods, namespaces: list; mutatingwebhookconfigurations: get (the pod audit only) -------
+
+    def unfinished_pods(self, label_selector: str) -> Iterator[dict[str, Any]]:
+        """Every pod in every namespace matching ``label_selector`` that has not finished.
+
+        Listed a page at a time, so the operator holds one page of pods and never the cluster's.
+        """
+        for page in self._pages(
+            self.core.list_pod_for_all_namespaces,
+            label_selector=label_selector,
+            field_selector=UNFINISHED,
+        ):
+            yield from page
+
+    def namespace_names(self, label_selector: str) -> set[str]:
+        """The names of the namespaces matching ``label_selector``."""
+        return {
+            (item.get("metadata") or {}).get("name", "")
+            for page in self._pages(self.core.list_namespace, label_selector=label_selector)
+            for item in page
+        }
+
+    def read_webhook_configuration(self, name: str) -> dict[str, Any] | None:
+        """The MutatingWebhookConfiguration ``name``, or ``None`` when it does not exist."""
+        admission = client.AdmissionregistrationV1Api(self.api_client)
+        try:
+            return self._json(
+                admission.read_mutating_webhook_configuration(name, _preload_content=False)
+            )
+        except ApiException as error:
+            if error.status == 404:
+                return None
+            raise
+
+    def _pages(self, list_call: Any, **selectors: str) -> Iterator[list[dict[str, Any]]]:
+        token: str | None = None
+        while True:
+            answer = self._json(
+                list_call(**selectors, limit=_PAGE, _continue=token, _preload_content=False)
+            )
+            yield list(answer.get("items") or [])
+            token = (answer.get("metadata") or {}).get("continue") or None
+            if token is None:
+                return
 
     # -- events: create ------------------------------------------------------------------------
 

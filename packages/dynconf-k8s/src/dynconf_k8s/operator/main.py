@@ -15,6 +15,11 @@ The API server is reached in-cluster (the pod's ServiceAccount) when
 ``DYNAMIC_CONFIG_OPERATOR_RESTART_MIN_INTERVAL`` (default 60 s) per workload, a write judged
 ``DYNAMIC_CONFIG_OPERATOR_RESTART_SETTLE`` (default 5 s) after it lands; a bad value ends the
 start with exit code 2 and the variable named.
+``DYNAMIC_CONFIG_OPERATOR_POD_AUDIT`` (default ``true``) reports pods that asked for injection
+and run without the agent (:mod:`dynconf_k8s.operator.podaudit`), every
+``DYNAMIC_CONFIG_OPERATOR_POD_AUDIT_INTERVAL`` (default 30 s), among the pods that
+``DYNAMIC_CONFIG_OPERATOR_WEBHOOK_CONFIGURATION`` (the MutatingWebhookConfiguration, set by the
+chart) selects, or among every pod when it is unset.
 The per-store call budgets are ``DYNAMIC_CONFIG_STORE_BUDGETS`` when set (fixed for the
 process's life), else the installation's ``storeDefaults.<store>.store-budget`` tiers, kept
 current live (:mod:`dynconf_k8s.inforce`): from the ``DynamicConfigInstallation`` named by
@@ -56,6 +61,7 @@ from dynconf_k8s.operator.metrics import (
     OperatorMetrics,
     parse_addr,
 )
+from dynconf_k8s.operator.podaudit import pod_audit_settings
 from dynconf_k8s.operator.restarts import SettingsError, restart_settings
 
 __all__ = ["api_client_from_environment", "main", "run"]
@@ -96,6 +102,7 @@ def run(environ: dict[str, str] | None = None) -> int:
     workers = max(1, int(env.get(WORKERS_ENV, "4") or "4"))
     try:
         restarts = restart_settings(env)
+        pod_audit = pod_audit_settings(env)
         installation = installation_at_start(env)
         follow_budgets(installation, env)
     except (SettingsError, ValueError) as error:
@@ -155,6 +162,7 @@ def run(environ: dict[str, str] | None = None) -> int:
         metrics=metrics,
         tracing=tracing,
         restarts=restarts,
+        pod_audit=pod_audit,
     )
     operator.start()
     if elector is not None:

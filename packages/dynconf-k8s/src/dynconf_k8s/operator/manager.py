@@ -12,6 +12,11 @@ With :class:`~dynconf_k8s.operator.restarts.RestartSettings` given (the chart's
 DaemonSets, and a second controller judges the ones annotated ``restart-on-change``: queued when
 the workload itself changes, and ``settle`` seconds after a Render writes a target it consumes.
 Without the settings the operator neither watches nor can patch a workload.
+
+With :class:`~dynconf_k8s.operator.podaudit.PodAuditSettings` given (the chart's
+``operator.podAudit.enabled``, on by default), a third controller runs one key: every
+``interval`` it lists the pods and reports those that asked for injection and have no agent
+(:mod:`dynconf_k8s.operator.podaudit`). It keeps no pod cache.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from dynconf.tracing import Tracing
 from dynconf_k8s.operator.cluster import Cluster
 from dynconf_k8s.operator.controller import Controller, Informer, object_key
 from dynconf_k8s.operator.metrics import OperatorMetrics
+from dynconf_k8s.operator.podaudit import AUDIT_KEY, AuditFailed, PodAudit, PodAuditSettings
 from dynconf_k8s.operator.reconcile import ReconcileFailed, Reconciler
 from dynconf_k8s.operator.restarts import (
     RESTART_ANNOTATION,
@@ -98,6 +104,7 @@ class Operator:
         fetch: Callable[[StoreSpec], Fetched] | None = None,
         tracing: Tracing | None = None,
         restarts: RestartSettings | None = None,
+        pod_audit: PodAuditSettings | None = None,
     ) -> None:
         self.metrics = metrics or OperatorMetrics()
         custom = client.CustomObjectsApi(api_client)
@@ -154,6 +161,18 @@ class Operator:
             written=self._written if restarts is not None else None,
         )
         self._settle = restarts.settle if restarts is not None else 0.0
+        self.pod_audit: PodAudit | None = None
+        self.audit_controller: Controller[str] | None = None
+        if pod_audit is not None:
+            self.pod_audit = PodAudit(cluster, self.metrics, pod_audit)
+            self.audit_controller = Controller(
+                self.pod_audit.reconcile,
+                workers=1,
+                reported=(AuditFailed,),
+                name="pod-audit",
+                subject="audit",
+                spread_success=False,
+            )
         self.controller: Controller[tuple[str, str]] = Controller(
             self._reconcile, workers=workers, reported=(ReconcileFailed,)
         )
@@ -205,6 +224,9 @@ class Operator:
         self.controller.start(self._stop)
         if self.restart_controller is not None:
             self.restart_controller.start(self._stop)
+        if self.audit_controller is not None:
+            self.audit_controller.start(self._stop)
+            self.audit_controller.enqueue(AUDIT_KEY)
         log.info("operator_started", extra={"renders": len(self.renders.items())})
 
     def stop(self, timeout: float = 10.0) -> None:
@@ -220,8 +242,9 @@ class Operator:
         for informer, _ in self._watchers:
             informer.stop()
         self.controller.join(timeout)
-        if self.restart_controller is not None:
-            self.restart_controller.join(max(0.0, deadline - time.monotonic()))
+        for extra in (self.restart_controller, self.audit_controller):
+            if extra is not None:
+                extra.join(max(0.0, deadline - time.monotonic()))
         for informer, thread in self._watchers:
             while thread.is_alive() and time.monotonic() < deadline:
                 informer.stop()
@@ -233,8 +256,9 @@ class Operator:
     def threads(self) -> list[threading.Thread]:
         """Every thread ``start`` made: the watches and the workers."""
         threads = [thread for _, thread in self._watchers] + self.controller.threads()
-        if self.restart_controller is not None:
-            threads += self.restart_controller.threads()
+        for extra in (self.restart_controller, self.audit_controller):
+            if extra is not None:
+                threads += extra.threads()
         return threads
 
     # -- wiring --------------------------------------------------------------------------------

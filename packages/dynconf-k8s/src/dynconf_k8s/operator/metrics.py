@@ -6,7 +6,9 @@ target current, written or not), ``render_failures_total`` (class, store or rend
 ``reconcile_failures_total`` (every failed reconcile, API refusals included), and with restarts
 on, ``restarts_total`` (rollouts started) and ``restart_failures_total`` (rollout patches
 refused), and ``store_requests_total{store,endpoint,outcome}`` (every store call, from the
-process's :mod:`dynconf.budget` ledger). Only the leader
+process's :mod:`dynconf.budget` ledger), and with the pod audit on (the default),
+``pods_without_agent{pod_namespace}`` (pods that asked for injection and have no agent, now)
+and ``pods_without_agent_total{pod_namespace}`` (distinct such pods found). Only the leader
 reconciles, so a follower's series stay flat. ``/healthz`` answers while the process lives and
 ``/readyz`` is always ready: a follower is healthy, and the Render status carries readiness.
 """
@@ -16,10 +18,13 @@ from __future__ import annotations
 import logging
 import socket
 import threading
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Final
 
 import uvicorn
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
@@ -35,6 +40,7 @@ __all__ = [
     "PREFIX",
     "MetricsServer",
     "OperatorMetrics",
+    "PodsWithoutAgent",
     "metrics_app",
     "parse_addr",
 ]
@@ -47,8 +53,54 @@ RECONCILE_BUCKETS: Final = (0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 15.0, 60.0)
 log = logging.getLogger("dynconf_k8s.operator.metrics")
 
 
+class PodsWithoutAgent(Collector):
+    """``<prefix>_pods_without_agent`` (gauge) and ``<prefix>_pods_without_agent_total``
+    (counter), both by ``pod_namespace``: the pod audit's findings, read at scrape.
+
+    The gauge counts the pods found by the last pass. The counter counts distinct pods found
+    since the process started. A namespace keeps its samples, at 0, once its pods are gone, so
+    an alert resolves instead of losing its series. The pair shares one name the way the agent's
+    ``absent`` / ``absent_total`` do. The text format served here (0.0.4) keeps the two apart,
+    but prometheus-client's own metric objects refuse to share a family name, hence a collector.
+    The label is ``pod_namespace``, not ``namespace``: a scrape config attaches the operator's
+    own ``namespace``, and Prometheus would rename a clashing label to ``exported_namespace``.
+    """
+
+    def __init__(self, prefix: str) -> None:
+        self._name = f"{prefix}_pods_without_agent"
+        self._lock = threading.Lock()
+        self._now: dict[str, int] = {}
+        self._found: dict[str, int] = {}
+
+    def observe(self, now: Mapping[str, int], found: Iterable[str]) -> None:
+        """A pass's result: pods without agent by namespace, and the namespaces of new ones."""
+        with self._lock:
+            for namespace in found:
+                self._found[namespace] = self._found.get(namespace, 0) + 1
+            self._now = {namespace: now.get(namespace, 0) for namespace in self._found}
+
+    def collect(self) -> Iterator[Metric]:
+        with self._lock:
+            now, found = dict(self._now), dict(self._found)
+        gauge = GaugeMetricFamily(
+            self._name,
+            "Pods that asked for injection and run without the agent, by namespace.",
+            labels=["pod_namespace"],
+        )
+        counter = CounterMetricFamily(
+            self._name,
+            "Distinct pods found asking for injection without the agent, by namespace.",
+            labels=["pod_namespace"],
+        )
+        for namespace in sorted(found):
+            gauge.add_metric([namespace], now.get(namespace, 0))
+            counter.add_metric([namespace], found[namespace])
+        yield gauge
+        yield counter
+
+
 class OperatorMetrics:
-    """The five series the operator moves, in their own registry."""
+    """The series the operator moves, in their own registry."""
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
@@ -87,6 +139,9 @@ class OperatorMetrics:
             registry=self.registry,
         )
         self.registry.register(StoreRequestsCollector(PREFIX))
+        self.pods_without_agent = PodsWithoutAgent(PREFIX)
+        """The pod audit's findings (no samples until its first pass, none with it off)."""
+        self.registry.register(self.pods_without_agent)
         self.installation = InstallationMetrics(self.registry, PREFIX)
         """Ours: live installation reloads (the budgets), the generation in force."""
 

@@ -7,6 +7,9 @@ new call without its rule fails there with a 403 rather than in a cluster.
 
 :data:`RESTART_RULES` are added only when restarts are on (the chart's
 ``operator.restarts.enabled``): an operator that never rolls a workload cannot read or patch one.
+:data:`AUDIT_RULES` are added while the pod audit is on (``operator.podAudit.enabled``, the
+default): list pods and namespaces, read the webhook registration. The chart narrows the
+registration rule to its own MutatingWebhookConfiguration by ``resourceNames``.
 
 ``secrets: get`` is cluster-wide on purpose: a cluster class's credential lives in the platform
 team's namespace and is read with the operator's identity, never the tenant's.
@@ -18,7 +21,7 @@ from typing import Any, Final
 
 from dynconf_k8s.operator.types import GROUP, PLURALS, RENDER_KIND
 
-__all__ = ["RESTART_RULES", "RULES", "cluster_role"]
+__all__ = ["AUDIT_RULES", "RESTART_RULES", "RULES", "cluster_role"]
 
 RULES: Final[tuple[dict[str, list[str]], ...]] = (
     {
@@ -57,9 +60,23 @@ RESTART_RULES: Final[tuple[dict[str, list[str]], ...]] = (
 """What restarts add: watch the three workload kinds, patch their pod template's annotation."""
 
 
-def cluster_role(name: str, *, restarts: bool = False) -> dict[str, Any]:
-    """A ClusterRole manifest granting :data:`RULES` (and :data:`RESTART_RULES` when asked)."""
-    rules = RULES + RESTART_RULES if restarts else RULES
+AUDIT_RULES: Final[tuple[dict[str, list[str]], ...]] = (
+    {"apiGroups": [""], "resources": ["namespaces", "pods"], "verbs": ["list"]},
+    {
+        "apiGroups": ["admissionregistration.k8s.io"],
+        "resources": ["mutatingwebhookconfigurations"],
+        "verbs": ["get"],
+    },
+)
+"""What the pod audit adds: list pods (paged, never watched: the operator keeps no pod cache),
+list namespaces by the registration's selector, get the registration. Events it posts under
+:data:`RULES`."""
+
+
+def cluster_role(name: str, *, restarts: bool = False, audit: bool = False) -> dict[str, Any]:
+    """A ClusterRole manifest granting :data:`RULES`, plus :data:`RESTART_RULES` and
+    :data:`AUDIT_RULES` when asked."""
+    rules = RULES + (RESTART_RULES if restarts else ()) + (AUDIT_RULES if audit else ())
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRole",

@@ -76,6 +76,8 @@ class Reason:
     """Event reason: an opted-in workload was rolled for a changed target."""
     RESTART_FAILED: Final = "RestartFailed"
     """Event reason: the rollout patch was refused (the reason is in the message)."""
+    AGENT_MISSING: Final = "AgentMissing"
+    """Event reason (Warning, on the pod): it asked for injection and has no agent."""
 
 
 class _Model(BaseModel):
