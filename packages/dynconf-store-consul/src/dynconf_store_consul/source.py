@@ -123,10 +123,10 @@ class ConsulSource(SourceSupport):
                 if self.pause(self._retry_wait, stop):
                     return
                 continue
-            # news is the prime, or a forward index that brought another document; the
-            # same index (a store answering at once), one that went backwards, or a move
-            # for some other key keeps the next query a floor after this one
-            moved = new_index is not None and (index is None or new_index > index)
+            # news is a forward index that brought another document; the same index (a
+            # store answering at once), one that went backwards, or a move for some other
+            # key keeps the next query a floor after this one
+            moved = new_index is not None and index is not None and new_index > index
             if index is not None and new_index is not None and new_index < index:
                 # Consul's documented rule: an index that goes backwards means the state
                 # was rebuilt; start over with a query that answers at once.
@@ -138,7 +138,10 @@ class ConsulSource(SourceSupport):
             self.connected = True
             report_watching(self)  # one blocking query answered: the call is counted
             if last is None:
-                last, fresh = answer, moved
+                # the prime is not news: the first blocking query waits the floor, so the
+                # follower's catch-up read reuses this idle connection instead of opening a
+                # second one (a change meanwhile is answered at once by that query)
+                last = answer
                 continue
             if not same_document(answer, last):
                 last, fresh = answer, moved

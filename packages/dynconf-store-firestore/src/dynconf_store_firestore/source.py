@@ -276,6 +276,12 @@ class FirestoreSource(SourceSupport):
 
 
 _NO_PROXY: Final = ("grpc.enable_http_proxy", 0)
+_OWN_CONNECTION: Final = ("grpc.use_local_subchannel_pool", 1)
+"""Each client's channel opens a connection of its own. gRPC otherwise shares one
+connection among every channel to the same target with the same options, so a resync's
+client (dynconf.follow reads apart from the watch) would ride the watch's connection, and
+stall with it when that connection forwards nothing."""
+_CHANNEL_OPTIONS: Final = (_NO_PROXY, _OWN_CONNECTION)
 
 
 def _direct_client_class() -> Any:
@@ -284,8 +290,9 @@ def _direct_client_class() -> Any:
     gRPC reads ``grpc_proxy``, ``https_proxy`` and ``http_proxy`` for every channel; the
     token rides inside TLS through such a tunnel, but a pod's environment still decides
     where the connection goes. The library builds its channel with fixed options, so this
-    subclass adds ``grpc.enable_http_proxy=0`` where it does: the transport's
-    ``create_channel`` (the API) and the emulator's plain channel.
+    subclass adds ``grpc.enable_http_proxy=0`` (and a connection of the channel's own,
+    :data:`_OWN_CONNECTION`) where it does: the transport's ``create_channel`` (the API) and
+    the emulator's plain channel.
     """
     import grpc
     from google.cloud import firestore
@@ -296,7 +303,9 @@ def _direct_client_class() -> Any:
             class DirectTransport(transport):  # type: ignore[misc]
                 @classmethod
                 def create_channel(cls, *args: Any, options: Any = (), **kwargs: Any) -> Any:
-                    return super().create_channel(*args, options=[*options, _NO_PROXY], **kwargs)
+                    return super().create_channel(
+                        *args, options=[*options, *_CHANNEL_OPTIONS], **kwargs
+                    )
 
             return super()._firestore_api_helper(DirectTransport, client_class, module)
 
@@ -304,7 +313,7 @@ def _direct_client_class() -> Any:
             options = [
                 ("Authorization", "Bearer owner"),  # the library's fixed emulator bearer
                 *base_client._GRPC_MSG_SIZE_OPTIONS,
-                _NO_PROXY,
+                *_CHANNEL_OPTIONS,
             ]
             return grpc.insecure_channel(str(self._emulator_host), options=options)
 
