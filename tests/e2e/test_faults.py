@@ -16,6 +16,9 @@ The legs, all pods started at once (one pod start for the module):
   first); a write during the outage is not shown, every pod keeps its last good file and
   reports its staleness past ``2 * WATCH``; once the relays are restored a new write shows in
   every pod within the bound;
+- **stream** (consul, redis, etcd, a pod each): the relay stalls every open connection
+  (new ones pass): a write after the stall shows within the bound; then it black-holes every
+  connection: the file is kept while ``staleness_seconds`` rises; lifted, a write shows again;
 - **size** (redis, a pod each for two documents): a document larger than the volume's
   ``sizeLimit`` (16Mi, what the webhook sets for the ``dynamic-config`` emptyDir) is refused —
   by the default 8 MiB ``max-document-bytes`` in one pod, by the full volume in the other,
@@ -168,6 +171,7 @@ def ladder(
     kube_node: KubeNode,
     consul_server: Any,
     redis_server: Any,
+    etcd_server: Any,
 ) -> Iterator[Ladder]:
     """Every leg's pods, Ready and observed, and the outage begun (its relays cut)."""
     began = time.monotonic()
@@ -180,8 +184,14 @@ def ladder(
         def redis(key: str, body: str) -> None:
             redis_server.client.set(key, body)
 
+        def etcd(key: str, body: str) -> None:
+            etcd_server.client.put(key, body)
+
         b.leg("outage-consul", "consul", consul, consul_server.port, 3, endpoint="http://{at}")
         b.leg("outage-redis", "redis", redis, redis_server.port, 2, endpoint="redis://{at}/0")
+        b.leg("stream-consul", "consul", consul, consul_server.port, 1, endpoint="http://{at}")
+        b.leg("stream-redis", "redis", redis, redis_server.port, 1, endpoint="redis://{at}/0")
+        b.leg("stream-etcd", "etcd", etcd, etcd_server.port, 1, endpoint="http://{at}")
         b.leg("size-ceiling", "redis", redis, redis_server.port, 1, relayed=False,
               endpoint="redis://{at}/0")  # fmt: skip
         b.leg("size-volume", "redis", redis, redis_server.port, 1, relayed=False,
@@ -235,6 +245,64 @@ def test_the_checker_flags_a_missing_empty_torn_or_backwards_file() -> None:
         "the file holds 70000 bytes (past 65536)",
         "gen 1 after gen 2 (at 06:40:01.000)",
     ]
+
+
+# ---------------------------------------------------------------------------- stream
+def test_a_change_after_a_stall_reaches_every_pod_within_the_bound(ladder: Ladder) -> None:
+    began = time.monotonic()
+    legs = ladder.of("stream-")
+    for leg in legs.values():
+        assert leg.relay is not None
+        leg.relay.stall()
+
+    for leg in legs.values():
+        leg.checker.write()
+    verdicts = {name: leg.checker.check() for name, leg in legs.items()}
+
+    for name, found in verdicts.items():
+        print(f"\nfaults: after a stall, {name}: {_fresh(found)}")
+        _assert_converged(name, found)
+    ladder.timings["stall"] = time.monotonic() - began
+
+
+def test_a_full_blackhole_keeps_the_file_while_staleness_rises(ladder: Ladder) -> None:
+    began = time.monotonic()
+    legs = ladder.of("stream-")
+    for leg in legs.values():
+        assert leg.relay is not None
+        leg.relay.blackhole()
+    before = {pod: leg.checker.staleness(pod) for leg in legs.values() for pod in leg.pods}
+    kept = {pod: leg.checker.shown(pod) for leg in legs.values() for pod in leg.pods}
+
+    for leg in legs.values():
+        leg.checker.write()
+    verdicts = {pod: v for leg in legs.values() for pod, v in leg.checker.check().items()}
+
+    assert {pod: v.last_gen for pod, v in verdicts.items()} == kept
+    rose = {pod: (before[pod], v.staleness) for pod, v in verdicts.items()}
+    print(f"\nfaults: staleness during the blackhole (start, after {BOUND} s): {rose}")
+    assert all(
+        start is not None and now is not None and now >= BOUND and now > start
+        for start, now in rose.values()
+    ), rose
+    ladder.timings["blackhole"] = time.monotonic() - began
+
+
+def test_a_change_after_the_blackhole_lifts_reaches_every_pod(ladder: Ladder) -> None:
+    began = time.monotonic()
+    legs = ladder.of("stream-")
+    for leg in legs.values():
+        assert leg.relay is not None
+        leg.relay.restore()
+
+    for leg in legs.values():
+        leg.checker.write()
+    verdicts = {name: leg.checker.check() for name, leg in legs.items()}
+
+    for name, found in verdicts.items():
+        print(f"\nfaults: after the blackhole lifted, {name}: {_fresh(found)}")
+        _assert_converged(name, found)
+    ladder.timings["lifted"] = time.monotonic() - began
 
 
 # ---------------------------------------------------------------------------- size
