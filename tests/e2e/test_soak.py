@@ -713,8 +713,9 @@ class Soak:
         injected = any(c.name.startswith(AGENT) for c in every)
         self.probes["admitted" if injected else "uninjected"] += 1
 
-    def rotate(self, stopping: threading.Event) -> None:
-        """Force one rotation (the contract's trigger) and follow it to every replica."""
+    def rotate(self) -> None:
+        """Force one rotation (the contract's trigger) and follow it to every replica (also
+        past the run's end: a rotation forced late is followed while the final checks run)."""
         release, core = self.release, self.release.core
         record = Rotation(self.now)
         self.rotations.append(record)
@@ -723,7 +724,7 @@ class Soak:
                                      {"metadata": {"annotations": {NOT_AFTER: None}}})  # fmt: skip
         forced = time.monotonic()
         while _ca_bundle(release) == bundle:
-            if time.monotonic() - forced > 90 or stopping.is_set():
+            if time.monotonic() - forced > 90:
                 record.error = "no rotation reached the caBundle in 90 s"
                 return
             time.sleep(1)
@@ -732,8 +733,8 @@ class Soak:
             now = _expiries(release)
             if len(now) == len(served) and all(now[p] != served.get(p) for p in now):
                 break
-            if time.monotonic() - forced > 240 or stopping.is_set():
-                record.error = f"replicas still served the old pair after 240 s: {now}"
+            if time.monotonic() - forced > 240:
+                record.error = f"replicas still served the old pair 240 s after the force: {now}"
                 return
             time.sleep(2)
         record.served = time.monotonic() - forced
@@ -775,7 +776,7 @@ class Soak:
                 if rotator_stop.wait(max(0.0, at - self.now)):
                     return
                 try:
-                    self.rotate(rotator_stop)
+                    self.rotate()
                 except Exception as error:
                     self.rotations[-1].error = f"{type(error).__name__}: {str(error)[:200]}"
 
@@ -797,15 +798,17 @@ class Soak:
                 action()
             time.sleep(max(0.0, sched.seconds - self.now))
             self.sample("end")
+        except BaseException:
+            rotator_stop.set()
+            rotator.join(300)
+            raise
         finally:
             writer.stop()
             prober.stop()
-            rotator_stop.set()
-            rotator.join(300)
+            rotator_stop.set()  # no new rotation; one under way is followed to its end
             for relays in self.relays.values():
                 for relay in relays:
                     relay.restore()
-        self.webhook_counts = webhook_counts(self.release)
         for doc in self.docs:
             self.write(doc)
         for doc in self.docs:
@@ -815,6 +818,8 @@ class Soak:
                     self.final[pod] = verdict.took
             except AssertionError as error:
                 self.check_failures.append(str(error)[:2000])
+        rotator.join(300)
+        self.webhook_counts = webhook_counts(self.release)
 
     # -- the verdicts ---------------------------------------------------------------------
     def restarts(self, pods: list[str]) -> int:
