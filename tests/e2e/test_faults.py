@@ -288,20 +288,24 @@ def test_a_full_blackhole_keeps_the_file_while_staleness_rises(ladder: Ladder) -
     ladder.timings["blackhole"] = time.monotonic() - began
 
 
-def test_a_change_after_the_blackhole_lifts_reaches_every_pod(ladder: Ladder) -> None:
-    began = time.monotonic()
-    legs = ladder.of("stream-")
+def _restore_and_converge(ladder: Ladder, prefix: str, after: str) -> None:
+    """Restore the relays of the legs named ``prefix…``, write once more, and require every
+    pod of them to show that write within the bound."""
+    legs = ladder.of(prefix)
     for leg in legs.values():
         assert leg.relay is not None
         leg.relay.restore()
-
     for leg in legs.values():
         leg.checker.write()
     verdicts = {name: leg.checker.check() for name, leg in legs.items()}
-
     for name, found in verdicts.items():
-        print(f"\nfaults: after the blackhole lifted, {name}: {_fresh(found)}")
+        print(f"\nfaults: after {after}, {name}: {_fresh(found)}")
         _assert_converged(name, found)
+
+
+def test_a_change_after_the_blackhole_lifts_reaches_every_pod(ladder: Ladder) -> None:
+    began = time.monotonic()
+    _restore_and_converge(ladder, "stream-", "the blackhole lifted")
     ladder.timings["lifted"] = time.monotonic() - began
 
 
@@ -439,16 +443,5 @@ def test_a_store_outage_keeps_the_last_file_and_reports_staleness(ladder: Ladder
 
 def test_after_the_outage_a_write_reaches_every_pod_within_the_bound(ladder: Ladder) -> None:
     began = time.monotonic()
-    legs = ladder.of("outage-")
-    for leg in legs.values():
-        assert leg.relay is not None
-        leg.relay.restore()
-
-    for leg in legs.values():
-        leg.checker.write()
-    verdicts = {name: leg.checker.check() for name, leg in legs.items()}
-
-    for name, found in verdicts.items():
-        print(f"\nfaults: after the outage, {name}: {_fresh(found)}")
-        _assert_converged(name, found)
+    _restore_and_converge(ladder, "outage-", "the outage")
     ladder.timings["after outage"] = time.monotonic() - began

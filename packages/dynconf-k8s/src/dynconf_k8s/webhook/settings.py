@@ -46,37 +46,32 @@ SHUTDOWN_DELAY_ENV: Final = "DYNAMIC_CONFIG_WEBHOOK_SHUTDOWN_DELAY_SECONDS"
 """Seconds a replica goes on admitting after SIGTERM (:attr:`WebhookSettings.linger_seconds`)."""
 
 
-def _shutdown_delay(env: Mapping[str, str]) -> float:
-    text = env.get(SHUTDOWN_DELAY_ENV, "").strip()
-    if not text:
-        return 5.0
-    try:
-        seconds = float(text)
-    except ValueError:
-        seconds = -1.0
-    if not 0 <= seconds <= 60:
-        raise InstallationError(
-            [
-                f"{SHUTDOWN_DELAY_ENV} takes seconds between 0 and 60, e.g. 5; keep it with the "
-                "drain inside the pod's terminationGracePeriodSeconds"
-            ]
-        )
-    return seconds
-
-
-def _reload_seconds(env: Mapping[str, str]) -> float | None:
-    text = env.get(RELOAD_SECONDS_ENV, "").strip()
+def _seconds(
+    env: Mapping[str, str], name: str, high: float, example: str, fix: str
+) -> float | None:
+    """``name`` as seconds between 0 and ``high``; None when unset; one refusal otherwise."""
+    text = env.get(name, "").strip()
     if not text:
         return None
     try:
         seconds = float(text)
     except ValueError:
         seconds = -1.0
-    if not 0 <= seconds <= 3600:
-        raise InstallationError(
-            [f"{RELOAD_SECONDS_ENV} takes seconds between 0 (read once) and 3600, e.g. 5"]
-        )
-    return seconds or None
+    if not 0 <= seconds <= high:
+        raise InstallationError([f"{name} takes seconds between {fix}, e.g. {example}"])
+    return seconds
+
+
+def _shutdown_delay(env: Mapping[str, str]) -> float:
+    seconds = _seconds(
+        env, SHUTDOWN_DELAY_ENV, 60, "5",
+        "0 and 60 (with the drain, inside the pod's terminationGracePeriodSeconds)",
+    )  # fmt: skip
+    return 5.0 if seconds is None else seconds
+
+
+def _reload_seconds(env: Mapping[str, str]) -> float | None:
+    return _seconds(env, RELOAD_SECONDS_ENV, 3600, "5", "0 (read once) and 3600") or None
 
 
 def load_installation(environ: Mapping[str, str] | None = None) -> Installation:
