@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from dynconf.errors import AuthError, RemoteError
+from dynconf.errors import AuthError, InvalidError, RemoteError
 from dynconf.stores import ABSENT, Fetched
 
 pytestmark = pytest.mark.redis
@@ -206,3 +206,53 @@ def test_rediss_without_the_private_ca_is_not_trusted(
 ) -> None:
     with pytest.raises(RemoteError, match="could not be reached"):
         kit.build(redis_server.tls_url, unique()).fetch()
+
+
+def _gets(redis_server: Any) -> int:
+    stats = redis_server.client.info("commandstats").get("cmdstat_get", {})
+    return int(stats.get("calls", 0))
+
+
+def test_a_value_past_the_ceiling_is_refused_by_its_length_without_a_get(
+    redis_server: Any, kit: SimpleNamespace
+) -> None:
+    """``StoreSpec.max_bytes`` (the agent's ``--max-document-bytes``): ``STRLEN`` first, so
+    a value past it is never read whole (redis-py holds a read value about three times)."""
+    key = unique()
+    redis_server.client.set(key, '{"v": "planted-value"}' + " " * 2000)
+    source = kit.build(url_for(redis_server), key, max_bytes=1000)
+    gets = _gets(redis_server)
+    with pytest.raises(InvalidError, match="2022 bytes, past the 1000-byte ceiling") as caught:
+        source.fetch()
+    assert _gets(redis_server) == gets, "the value past the ceiling was read with GET"
+    assert "planted-value" not in str(caught.value)
+    redis_server.client.set(key, '{"v": 0}')
+    with kit.Watch(source) as watch:  # and on the watch's own connection (RESP3)
+        redis_server.client.set(key, '{"v": 1}')
+        assert text_of(watch.next()) == '{"v": 1}'
+        gets = _gets(redis_server)
+        redis_server.client.set(key, "x" * 1001)
+        with pytest.raises(InvalidError, match="1001 bytes, past the 1000-byte ceiling"):
+            source.fetch()
+        assert _gets(redis_server) == gets
+        # the watch met the refusal too and stays up: nothing handed on, no failure, and the
+        # next write within the ceiling arrives through the same subscription
+        assert watch.quiet(1.0)
+        assert watch.failures == []
+        redis_server.client.set(key, '{"v": 2}')
+        assert text_of(watch.next()) == '{"v": 2}'
+        assert watch.failures == []
+
+
+def test_an_acl_user_refused_strlen_is_read_as_before_and_told_once(
+    redis_server: Any, kit: SimpleNamespace, acl_user: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    key = unique()
+    name, password = acl_user("~dynconf-test:*", "+get")
+    redis_server.client.set(key, '{"v": 1}')
+    source = kit.build(url_for(redis_server, userinfo=f"{name}:{password}@"), key, max_bytes=5)
+    for _ in range(2):
+        assert text_of(source.fetch()) == '{"v": 1}'  # the engine's check refuses it later
+    warned = [r for r in caplog.records if r.getMessage() == "store_size_unchecked"]
+    assert len(warned) == 1 and "+strlen" in warned[0].__dict__["detail"]
+    assert password not in caplog.text

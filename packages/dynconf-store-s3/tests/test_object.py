@@ -8,7 +8,7 @@ import time
 import pytest
 from s3kit import Requests, s3_source
 
-from dynconf.errors import RemoteError
+from dynconf.errors import InvalidError, RemoteError
 from dynconf.stores import ABSENT, Fetched, is_async_source
 
 pytestmark = pytest.mark.s3
@@ -99,3 +99,16 @@ def test_secret_key_never_appears_in_errors_or_logs(aws_env, monkeypatch, caplog
         s3_source("no-such-bucket-here", KEY, api_url=aws_env.endpoint_url).fetch()
     assert secret not in str(caught.value) + repr(caught.value)
     assert secret not in caplog.text
+
+
+def test_an_object_past_the_ceiling_is_refused_by_its_length(aws_env, bucket):
+    """``StoreSpec.max_bytes`` (the agent's ``--max-document-bytes``) bounds what is held:
+    the answer's length refuses it, naming the size and the flag, never the value."""
+    aws_env.client.put_object(Bucket=bucket, Key=KEY, Body=b'{"v": "planted-value"}' + b" " * 2000)
+    source = s3_source(bucket, KEY, api_url=aws_env.endpoint_url, max_bytes=1000)
+    with pytest.raises(InvalidError, match="2022 bytes, past the 1000-byte ceiling") as caught:
+        source.fetch()
+    assert "--max-document-bytes" in str(caught.value)
+    assert "planted-value" not in str(caught.value)
+    aws_env.client.put_object(Bucket=bucket, Key=KEY, Body=b'{"v": 1}')
+    assert isinstance(source.fetch(), Fetched)  # within it: read as ever

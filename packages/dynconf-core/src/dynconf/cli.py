@@ -207,7 +207,8 @@ def _cmd_render(args: argparse.Namespace) -> int:
         meta=args.meta,
     )
     store = default_registry().store(args.source)
-    spec = StoreSpec(source=args.source, endpoint=args.endpoint, key=args.key)
+    spec = StoreSpec(source=args.source, endpoint=args.endpoint, key=args.key,
+                     max_bytes=args.max_document_bytes)  # fmt: skip
     spec = spec.with_secrets_from_env()
     refusals = store.validate(spec)
     if refusals:

@@ -31,6 +31,7 @@ __all__ = [
     "NotInitialisedError",
     "Origin",
     "OriginKind",
+    "OversizeError",
     "ParseError",
     "Refusal",
     "RemoteError",
@@ -250,6 +251,15 @@ class InvalidError(DynconfError):
     ) -> None:
         super().__init__(message, path=path, origin=origin)
         self.errors: list[dict[str, object]] = errors or []
+
+
+class OversizeError(InvalidError):
+    """A document past the size ceiling (``--max-document-bytes``), refused by its size.
+
+    Its own type because a store may raise it before reading the value: a watch that meets
+    one keeps watching (the document is wrong, not the connection), and the next write
+    within the ceiling is delivered as ever.
+    """
 
 
 class RemoteError(DynconfError):

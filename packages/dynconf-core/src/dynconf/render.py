@@ -21,10 +21,10 @@ from typing import Final
 from dynconf.document import Document, Value, get_path
 from dynconf.errors import (
     BackendError,
-    InvalidError,
     IoError,
     MissingError,
     Origin,
+    OversizeError,
     TypeMismatchError,
 )
 from dynconf.limits import MAX_DOCUMENT_BYTES
@@ -35,6 +35,7 @@ __all__ = [
     "SCHEMA_KEY",
     "OutputSpec",
     "TemplateSource",
+    "check_byte_count",
     "check_size",
     "output_format",
     "render_output",
@@ -116,9 +117,15 @@ class OutputSpec:
 
 def check_size(text: str | bytes, ceiling: int = DEFAULT_MAX_DOCUMENT_BYTES) -> None:
     """Refuse a fetched document larger than ``ceiling`` bytes, before it is parsed."""
-    size = len(text.encode("utf-8")) if isinstance(text, str) else len(text)
+    check_byte_count(len(text.encode("utf-8")) if isinstance(text, str) else len(text), ceiling)
+
+
+def check_byte_count(size: int, ceiling: int = DEFAULT_MAX_DOCUMENT_BYTES) -> None:
+    """Refuse a document of ``size`` bytes past ``ceiling``: the one refusal, whether the
+    engine measured the fetched text or a store learned the size before reading the value
+    (:attr:`dynconf.stores.StoreSpec.max_bytes`), so both read alike."""
     if size > ceiling:
-        raise InvalidError(
+        raise OversizeError(
             f"the store answered with {size} bytes, past the {ceiling}-byte ceiling; raise it "
             "with --max-document-bytes if the document is meant to be that large"
         )

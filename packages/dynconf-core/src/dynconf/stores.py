@@ -484,6 +484,12 @@ class StoreSpec:
     keys: tuple[str, ...] = ()
     """Several keys read at one instant as one document (later keys win), where the store
     can (etcd, consul); empty: the one ``key``. ``key`` is then the first of them."""
+    max_bytes: int | None = None
+    """The document ceiling the render holds the read text to (``--max-document-bytes``),
+    passed on so a store that learns a value's size before reading it (redis ``STRLEN``,
+    an S3 object's length) refuses one past it without holding it: a value read whole
+    first can cost a small pod its memory limit before the engine measures it. ``None``:
+    the engine's 8 MiB default."""
     state_dir: str | None = None
     """A directory the caller owns and can write, where the store may keep private state
     between calls (git's clone cache); ``None``: the store's own default. The agent points
@@ -761,7 +767,7 @@ COMMON_INPUTS: Final = frozenset(
     {
         "source", "endpoint", "key", "section", "auth", "auth_mount", "auth_role",
         "auth_username", "auth_token_path", "timeout", "tls", "token", "password", "extra",
-        "state_dir",
+        "state_dir", "max_bytes",
     }
 )  # fmt: skip
 """The :class:`StoreSpec` fields every store reads; any other field is a store's own input,

@@ -306,3 +306,11 @@ def test_a_refusal_cuts_a_long_value_short(flag: str, value: str) -> None:
 def test_a_refusal_spells_control_characters_in_a_value_as_escapes() -> None:
     message = refused([*BASE, "--on-drift", "warn\nfail\x1b[31m"])
     assert message.startswith("--on-drift warn\\u000afail\\u001b[31m is not one of")
+
+
+def test_the_document_ceiling_reaches_the_store_as_well_as_the_render() -> None:
+    """A store that learns a value's size first (redis, s3) refuses one past it unread."""
+    settings = parse_args([*BASE, "--max-document-bytes", "1000"], {})
+    assert settings.request.max_document_bytes == settings.spec.max_bytes == 1000
+    default = parse_args(BASE, {})
+    assert default.spec.max_bytes == default.request.max_document_bytes == 8 * 1024 * 1024

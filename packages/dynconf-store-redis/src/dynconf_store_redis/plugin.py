@@ -66,6 +66,7 @@ class RedisStoreType(StoreTypeBase):
             described=described,
             tls=spec.tls,
             timeout=spec.timeout,
+            max_bytes=spec.max_bytes,
         )
 
 

@@ -25,7 +25,8 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Final
 
-from dynconf.errors import AuthError, DynconfError, Origin, RemoteError
+from dynconf.errors import AuthError, DynconfError, Origin, OversizeError, RemoteError
+from dynconf.render import DEFAULT_MAX_DOCUMENT_BYTES, check_byte_count
 from dynconf.sources import SourceSupport
 from dynconf.stores import (
     ABSENT,
@@ -76,6 +77,7 @@ class RedisSource(SourceSupport):
         described: str,
         tls: TlsSettings | None = None,
         timeout: float | None = None,
+        max_bytes: int | None = None,
     ) -> None:
         self._address = address
         self._key = key
@@ -83,6 +85,9 @@ class RedisSource(SourceSupport):
         self.description = described
         self._tls = tls or TlsSettings()
         self._timeout = timeout or DEFAULT_TIMEOUT
+        self._max_bytes = max_bytes or DEFAULT_MAX_DOCUMENT_BYTES
+        self._sizing = True
+        """Whether ``STRLEN`` is asked before ``GET`` (until the ACL user is refused it)."""
         self._client_instance: redis.Redis | None = None
         self._lock = threading.Lock()
         self._live: Subscription | None = None
@@ -108,6 +113,8 @@ class RedisSource(SourceSupport):
     def fetch(self) -> Fetched | Absent:
         try:
             value = self._read()
+        except DynconfError:
+            raise  # the size refusal: the connection is fine
         except Exception as exc:
             self._drop_client()
             raise self._translate(exc) from None
@@ -128,11 +135,40 @@ class RedisSource(SourceSupport):
         live = self._live
         if live is not None:
             with contextlib.suppress(SubscriptionClosed):
-                return live.get(self._key)
-        value = self._client().get(self._key)
+                return self._sized_get(live.command)
+        value = self._sized_get(self._client().execute_command)
         if self._live is not None:  # the watch came up meanwhile: this connection is spare
             self._release_pool()
         return value
+
+    def _sized_get(self, command: Callable[..., Any]) -> Any:
+        """``STRLEN``, then ``GET`` only if the value is within the ceiling.
+
+        redis-py holds a value several times over while reading it (about 3x: 52 MiB for a
+        17 MiB value), so a value past the ceiling, read whole to be measured, could cost a
+        64Mi agent its memory limit before the engine's size check refuses it. The length
+        comes first instead. An ACL user refused ``STRLEN`` (the documented grants are
+        ``+get +subscribe``) is read as before, and told once how to bound it.
+        """
+        import redis as redis_module
+
+        if self._sizing:
+            try:
+                size = command("STRLEN", self._key)
+            except redis_module.exceptions.NoPermissionError:
+                self._sizing = False
+                log.warning(
+                    "store_size_unchecked",
+                    extra={
+                        "store": "redis",
+                        "source": self.description,
+                        "detail": "the ACL user may not STRLEN, so a value past the "
+                        "document ceiling is read whole before it is refused; grant +strlen",
+                    },
+                )
+            else:
+                check_byte_count(int(size), self._max_bytes)
+        return command("GET", self._key)
 
     def changes(self, interval: float, stop: Callable[[], bool]) -> Iterator[Fetched | Absent]:
         """Yield the key's document after each keyspace notification (ABSENT once gone).
@@ -152,18 +188,19 @@ class RedisSource(SourceSupport):
                 if subscription.reads:
                     self._live = subscription
                     self._release_pool()
-                answer = self.fetch()
+                answer = self._watched_fetch()
                 pace.succeeded()
-                if last is not None and _moved(last, answer):
-                    yield answer
-                last = answer
+                if answer is not None:
+                    if last is not None and _moved(last, answer):
+                        yield answer
+                    last = answer
                 if self.on_watching is not None:
                     self.on_watching()
                 while not stop():
                     if not self._notified(subscription):
                         continue
-                    answer = self.fetch()
-                    if _moved(last, answer):
+                    answer = self._watched_fetch()
+                    if answer is not None and (last is None or _moved(last, answer)):
                         last = answer
                         yield answer
                 return
@@ -179,6 +216,15 @@ class RedisSource(SourceSupport):
                     if self._live is subscription:
                         self._live = None
                     subscription.close()
+
+    def _watched_fetch(self) -> Fetched | Absent | None:
+        """The watch's read; None for a value past the ceiling. The subscription is fine and
+        stays: the resyncs report the refusal, and the next write within the ceiling is
+        delivered at once."""
+        try:
+            return self.fetch()
+        except OversizeError:
+            return None
 
     def close(self) -> None:
         self._drop_client()

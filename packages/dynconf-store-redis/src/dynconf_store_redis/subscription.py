@@ -113,11 +113,17 @@ class Subscription:
 
     def get(self, key: str) -> Any:
         """``GET key`` on the subscribed connection (RESP3 only); a notification met is kept."""
+        return self.command("GET", key)
+
+    def command(self, *args: str) -> Any:
+        """One reading command (``GET``, ``STRLEN``) on the subscribed connection (RESP3
+        only); its reply, or redis-py's error for an error reply. A notification met on the
+        way is kept for the next :meth:`wait`."""
         if not self.reads:
             raise SubscriptionClosed("this connection speaks RESP2 and cannot read")
         with self._lock:
             self._usable()
-            self._connection.send_command("GET", key)
+            self._connection.send_command(*args)
             while True:
                 reply = self._connection.read_response(push_request=True)
                 kind = _kind(reply)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Final
 from urllib.parse import urlsplit
 
 from dynconf.errors import Refusal
+from dynconf.limits import MAX_DOCUMENT_BYTES
 from dynconf.plugins import hookimpl
 from dynconf.store_http import USE_PROXY, HttpPolicy
 from dynconf.stores import (
@@ -196,6 +197,7 @@ class S3StoreType(StoreTypeBase):
             timeout=spec.timeout or DEFAULT_TIMEOUT,
             description=description,
             use_proxy=HttpPolicy.from_settings(spec.extra).use_proxy,
+            max_bytes=spec.max_bytes or MAX_DOCUMENT_BYTES,
         )
         return S3Source(settings)
 

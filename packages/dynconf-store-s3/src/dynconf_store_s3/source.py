@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from dynconf.errors import AuthError, DynconfError
+from dynconf.render import DEFAULT_MAX_DOCUMENT_BYTES, check_byte_count
 from dynconf.sources import SourceSupport
 from dynconf.store_http import THROTTLE_STATUSES, note_ignored_proxy, retry_after
 from dynconf.stores import (
@@ -85,6 +86,9 @@ class S3Settings:
     use_proxy: bool = False
     """Route through the environment's proxy (``use_proxy=true``); off, botocore's own
     reading of ``HTTPS_PROXY`` / ``HTTP_PROXY`` is replaced by an empty proxy map."""
+    max_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES
+    """The document ceiling: an object past it (by its length, or by what it sends) is
+    refused before it is held whole (:attr:`dynconf.stores.StoreSpec.max_bytes`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,8 +251,13 @@ class S3Source(SourceSupport):
                 return ABSENT
             raise self._classified(exc) from None
         body = answer["Body"]
+        ceiling = self._settings.max_bytes
         try:
-            data = body.read()
+            check_byte_count(int(answer.get("ContentLength") or 0), ceiling)
+            data = body.read(ceiling + 1)  # a length the answer misstated is bounded too
+            check_byte_count(len(data), ceiling)
+        except DynconfError:
+            raise
         except Exception:
             raise self.remote_error(
                 "dropped the connection while sending the object; retrying"

@@ -462,6 +462,7 @@ def parse_args(argv: Sequence[str], environ: Mapping[str, str] | None = None) ->
         timeout=timeout,
         dynamic="--dynamic" in bare,
         tls=tls,
+        max_bytes=max_bytes,
         extra=_store_settings(values, bare),
         **_store_strings(values),
     ).with_secrets_from_env(env)
