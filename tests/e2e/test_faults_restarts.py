@@ -40,7 +40,6 @@ pods through a relay of this module's own exposed at the node address.
 from __future__ import annotations
 
 import contextlib
-import copy
 import json
 import threading
 import time
@@ -59,7 +58,7 @@ from dynconf_k8s.operator.election import LEASE_NAME, LOST_MESSAGE
 from dynconf_k8s.operator.types import GROUP, PLURALS, RENDER_KIND, VERSION
 from tests.e2e.conftest import Release
 from tests.e2e.disruption_support import kill_container, node_disruption, restart_component
-from tests.e2e.faults_support import FileInvariants, Verdict, reader
+from tests.e2e.faults_support import FileInvariants, Verdict, reader, streaming_core
 from tests.e2e.opnode_support import (
     applied,
     is_ready,
@@ -100,7 +99,7 @@ VOLUME_PODS = 10
 RENDERS = 500
 KILL_AT = 150
 """Targets written when the leader is killed: mid-way through the first reconcile of all."""
-FOLLOWER_RETRY = 5.0
+FOLLOWER_RETRY = 2.0
 """Seconds between a follower's tries for the Lease (``LeaderElector``'s ``retry_seconds``)."""
 LEADER_RENEW = 5.0
 """Seconds between the leader's renewals (``LeaderElector``'s ``renew_seconds``)."""
@@ -200,16 +199,6 @@ def operator_pair(
     core.delete_namespace(system)
 
 
-def _streaming(api_client: Any, stack: contextlib.ExitStack) -> Any:
-    """A ``CoreV1Api`` of its own for the readers' log streams, each holding a connection
-    (the shared client's pool keeps ten)."""
-    configuration = copy.copy(api_client.configuration)
-    configuration.connection_pool_maxsize = 96
-    own = client.ApiClient(configuration)
-    stack.callback(own.close)
-    return client.CoreV1Api(own)
-
-
 def _document(gen: int, **extra: Any) -> str:
     return json.dumps({"gen": gen, **extra})
 
@@ -256,8 +245,13 @@ def _csi_pod(name: str, endpoint: str, keys: list[str]) -> dict[str, Any]:
 
 
 def _delete_pods(core: Any, namespace: str, names: list[str]) -> None:
+    """Delete the pods of ``names`` that exist (a leg that failed early made only some)."""
     for name in names:
-        core.delete_namespaced_pod(name, namespace, grace_period_seconds=1)
+        try:
+            core.delete_namespaced_pod(name, namespace, grace_period_seconds=1)
+        except client.ApiException as error:
+            if error.status != 404:
+                raise
     for name in names:
         wait_pod_gone(core, namespace, name, timeout=120)
 
@@ -276,7 +270,7 @@ def test_a_killed_node_agent_keeps_fifty_volumes_and_resumes_their_watches(
         namespace = new_namespace(core, "fr-node")
         stack.callback(core.delete_namespace, namespace)
         stack.callback(_delete_pods, core, namespace, pods)
-        streams = _streaming(core.api_client, stack)
+        streams = streaming_core(core.api_client, stack)
 
         def put(i: int) -> Callable[[int], None]:
             return lambda gen: node_agent.consul.client.kv.put(keys[i], _document(gen, doc=i))
@@ -624,7 +618,7 @@ def test_a_restarted_apiserver_and_kubelet_leave_every_component_serving(
         csi = new_namespace(core, "fr-plane")
         stack.callback(core.delete_namespace, csi)
         stack.callback(_delete_pods, core, csi, ["csi-0", "csi-1"])
-        streams = _streaming(core.api_client, stack)
+        streams = streaming_core(core.api_client, stack)
         consul = node_agent.consul.client
 
         def put(key: str) -> Callable[[int], None]:

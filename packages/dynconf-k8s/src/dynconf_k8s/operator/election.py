@@ -1,7 +1,10 @@
 """The operator's leader election: one replica reconciles at a time.
 
 The Lease is ``dynamic-config-operator`` in the pod's namespace, with a 15 s term. A candidate
-tries every ``retry`` seconds until it leads; the leader renews every ``renew`` seconds. The
+tries every ``retry`` seconds (2 s, client-go's retry period) until it leads; the leader renews
+every ``renew`` seconds. A follower judges expiry from when it last saw the record change, so
+after a leader dies it takes over a term after the last renewal it saw, plus up to one retry
+on each side: a shorter retry is what keeps a failover near the term. The
 rules of the Lease (create, renew, take over an expired term, 409 = someone else) are
 :class:`dynconf_k8s.lease.LeaderLease`'s; what is the operator's own is the pacing and that a
 *lost* lease ends the process ("the leader lease was lost"), so it can never reconcile beside a
@@ -38,7 +41,7 @@ class LeaderElector:
         name: str = LEASE_NAME,
         lease_seconds: float = 15.0,
         renew_seconds: float = 5.0,
-        retry_seconds: float = 5.0,
+        retry_seconds: float = 2.0,
     ) -> None:
         self.api_client = api_client
         self.lease = LeaderLease(name, namespace, identity, term=lease_seconds)
