@@ -69,13 +69,15 @@ def test_consul_and_one_shot_rows_run_against_the_test_consul(
 ) -> None:
     out = _run(
         "--rows", "consul,one-shot", "--rounds", "1", "--changes", "3", "--idle", "0.5",
-        "--runs", "1",
+        "--runs", "1", "--gaps", "0.25,1",
         env={"DYNCONF_TEST_CONSUL_ADDR": consul_server.addr,
              "DYNCONF_TEST_CONSUL_URL": consul_server.url},
     )  # fmt: skip
     for what, unit in [
-        ("consul change → file p50", "ms"),
-        ("consul change → file p95", "ms"),
+        ("consul change → file p50, changes 0.25 s apart", "ms"),
+        ("consul change → file p95, changes 0.25 s apart", "ms"),
+        ("consul change → file p50, changes 1 s apart", "ms"),
+        ("consul change → file p95, changes 1 s apart", "ms"),
         ("agent RSS after first render", "MiB"),
         ("idle CPU", "%"),
         ("agent start → first render", "ms"),

@@ -20,9 +20,12 @@ leg asserts what it expects on top (every pod converged; every pod stale and rep
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import datetime as dt
 import json
 import math
+import re
 import shlex
 import threading
 import time
@@ -36,7 +39,7 @@ from tests.e2e.opnode_support import pod_metrics
 
 __all__ = [
     "AGENT_METRICS", "FileInvariants", "Sighting", "Verdict", "agent_metrics", "broken", "parse",
-    "reader",
+    "reader", "streaming_core",
 ]  # fmt: skip
 
 AGENT_METRICS: Final = 9110
@@ -62,6 +65,16 @@ def reader(path: str) -> str:
     every 200 ms — ``doc <the file with its newlines removed>`` (JSON stays JSON),
     ``missing``, or ``big <bytes>`` past :data:`WINDOW`."""
     return f"f={shlex.quote(path)}\n{_LOOP}"
+
+
+def streaming_core(api_client: Any, stack: contextlib.ExitStack, *, connections: int = 96) -> Any:
+    """A ``CoreV1Api`` of its own for the readers' log streams, closed with ``stack``: each
+    followed log holds a connection, and the shared client's pool keeps ten."""
+    configuration = copy.copy(api_client.configuration)
+    configuration.connection_pool_maxsize = connections
+    own = client.ApiClient(configuration)
+    stack.callback(own.close)
+    return client.CoreV1Api(own)
 
 
 def agent_metrics(core: Any, namespace: str, pod: str) -> dict[str, float]:
@@ -123,12 +136,19 @@ def parse(line: str) -> Sighting | None:
     return Sighting(at, gen)
 
 
+_STAMP: Final = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)")
+
+
 def _unix(stamp: str) -> float:
-    """``2026-12-07T06:40:00.123456789Z`` as unix seconds (nanoseconds cut to micro)."""
-    if not stamp.endswith("Z") or "T" not in stamp:
+    """An RFC 3339 stamp (``2026-12-07T06:40:00.123456789Z``) as unix seconds.
+
+    The kubelet passes on the runtime's stamp, written in the runtime's local zone: ``Z`` or
+    an offset (``+01:00``) are both read; nanoseconds are cut to microseconds."""
+    match = _STAMP.fullmatch(stamp)
+    if match is None:
         raise ValueError(stamp)
-    whole, _, fraction = stamp[:-1].partition(".")
-    moment = dt.datetime.fromisoformat(whole).replace(tzinfo=dt.UTC)
+    whole, fraction, zone = match.groups()
+    moment = dt.datetime.fromisoformat(whole + ("+00:00" if zone == "Z" else zone))
     return moment.timestamp() + (float(f"0.{fraction}") if fraction else 0.0)
 
 
@@ -142,6 +162,8 @@ class _Follow:
     container: str = "app"
     sightings: list[Sighting] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    unread: list[str] = field(default_factory=list)
+    """The last few log lines that were not the reader's (for a failure message)."""
     stopping: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
     thread: threading.Thread | None = None
@@ -185,21 +207,28 @@ class _Follow:
             _preload_content=False, _request_timeout=(10, 30),
             **({"since_seconds": since} if since else {}),
         )  # fmt: skip
+        read = 0
         try:
             buffer = b""
             for chunk in response.stream(4096):
                 buffer += chunk
                 *lines, buffer = buffer.split(b"\n")
+                read += len(lines)
                 for raw in lines:
                     self._add(raw.decode(errors="replace"))
                 if self.stopping.is_set():
                     return
         finally:
             response.release_conn()
+        if not read:  # kept for the failure message: a stream that ends empty is reopened
+            self.errors.append(f"the log stream (HTTP {response.status}) ended with no line")
+            self.stopping.wait(1)
 
     def _add(self, line: str) -> None:
         sighting = parse(line)
         if sighting is None:
+            with self.lock:
+                self.unread[:] = [*self.unread[-2:], line[:160]]
             return
         with self.lock:
             if self.sightings and sighting.at <= self.sightings[-1].at:
@@ -302,7 +331,8 @@ class FileInvariants:
                 break
             assert time.monotonic() < give_up, (
                 f"{self.name}: {pod}'s reader fell silent (last line at "
-                f"{_clock(follow.newest())}; stream errors {follow.errors[-3:]})"
+                f"{_clock(follow.newest())}; stream errors {follow.errors[-3:]}; lines not "
+                f"the reader's {follow.unread})"
             )
             time.sleep(PERIOD)
         took = reached.at - written if reached is not None else None

@@ -145,9 +145,10 @@ class Workspace:
                     out[name] = f"{terminated.reason} (exit {terminated.exit_code})"
         return out
 
-    def log(self, pod: str, container: str) -> str:
+    def log(self, pod: str, container: str, *, previous: bool = False) -> str:
+        """The container's log (``previous``: its run before the last restart)."""
         text: str = self.core.read_namespaced_pod_log(
-            pod, self.namespace, container=container, _preload_content=False
+            pod, self.namespace, container=container, previous=previous, _preload_content=False
         ).data.decode(errors="replace")
         return text
 
