@@ -263,12 +263,20 @@ def _validity() -> tuple[str, str]:
     )
 
 
+def first_serial() -> str:
+    """A random first serial for ``openssl ca``: sixteen hex digits, a positive 63-bit number.
+
+    openssl reads the serial file as hex pairs and refuses an odd count of digits, which a
+    plain ``:X`` of a random number gives whenever its top nibble is 0 (one start in 16)."""
+    return f"{(int.from_bytes(os.urandom(8), 'big') >> 1) | (1 << 62):016X}"
+
+
 def _sign(cwd: Path, name: str, extensions: str, *, selfsign: bool = False) -> None:
     """Sign ``<name>.csr`` into ``<name>.crt`` with the run's CA (itself, ``selfsign``)."""
     (cwd / "issued").mkdir(exist_ok=True)
     (cwd / "index.txt").touch()
     if not (cwd / "serial").exists():
-        (cwd / "serial").write_text(f"{int.from_bytes(os.urandom(8), 'big') | 1:X}\n")
+        (cwd / "serial").write_text(first_serial() + "\n")
     (cwd / "ca.cnf").write_text(_CA_CONFIG)
     (cwd / f"{name}.ext").write_text(extensions + _KEY_IDS)
     start, end = _validity()
