@@ -91,6 +91,19 @@ def _converged(release: Release, generation: int, *, valid: bool, timeout: float
     raise AssertionError(f"replicas never reported generation {generation}: {entries}")
 
 
+def _event_reasons(release: Release, wanted: str, timeout: float = 20) -> set[str]:
+    """The reasons of the Events about the installation, once ``wanted`` is among them."""
+    deadline = time.monotonic() + timeout
+    while True:
+        events = release.core.list_namespaced_event(
+            EVENT_NAMESPACE, field_selector=f"involvedObject.name={release.fullname}"
+        ).items
+        reasons = {e.reason for e in events}
+        if wanted in reasons or time.monotonic() > deadline:
+            return reasons
+        time.sleep(0.2)
+
+
 def _watch_flag(release: Release, namespace: str) -> str:
     pod = {
         "metadata": {
@@ -147,8 +160,6 @@ def test_a_bad_edit_is_reported_and_the_last_good_keeps_admitting(live: Release)
     assert (condition["status"], condition["reason"]) == ("False", INVALID_REASON)
     assert "DYNAMIC_CONFIG_AGENT_WATCH_SECONDS" in condition["message"]
     assert {e["appliedGeneration"] for e in item["status"]["replicas"]} == {good}
-    events = live.core.list_namespaced_event(
-        EVENT_NAMESPACE, field_selector=f"involvedObject.name={live.fullname}"
-    ).items
-    assert INVALID_REASON in {e.reason for e in events}
+    # a replica writes its status entry first and the Event after it, so the Event is awaited
+    assert INVALID_REASON in _event_reasons(live, INVALID_REASON)
     _edit(live, watchSeconds="30")

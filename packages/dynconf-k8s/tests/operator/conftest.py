@@ -254,6 +254,64 @@ def audit_api(audit_kubeconfig: Path) -> Iterator[Any]:
     api.close()
 
 
+class StatusGrant:
+    """An operator identity whose right to write Render status the test takes and gives back.
+
+    A refused status write is the one fault a single API server produces on demand: the
+    target write before it succeeds, the status write after it does not.
+    """
+
+    def __init__(self, kube_client: Any, role: str, api: Any) -> None:
+        self._rbac = client.RbacAuthorizationV1Api(kube_client)
+        self._role = role
+        self.api = api
+
+    def _apply(self, *, status: bool) -> None:
+        manifest = cluster_role(self._role)
+        if not status:
+            manifest["rules"] = [
+                rule for rule in manifest["rules"] if not any(
+                    resource.endswith("/status") for resource in rule["resources"]
+                )
+            ]  # fmt: skip
+        self._rbac.patch_cluster_role(
+            self._role,
+            manifest,
+            field_manager="dynconf-tests",
+            force=True,
+            _content_type="application/apply-patch+yaml",
+        )
+
+    def revoke(self) -> None:
+        self._apply(status=False)
+
+    def grant(self) -> None:
+        self._apply(status=True)
+
+
+@pytest.fixture
+def status_grant(
+    kube_client: Any,
+    kube_control_plane: Any,
+    mint_sa_token: Callable[..., str],
+    operator_crds: list[dict[str, Any]],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[StatusGrant]:
+    role = f"{ROLE}-status"
+    kubeconfig = _bound_kubeconfig(
+        kube_client,
+        kube_control_plane,
+        mint_sa_token,
+        tmp_path_factory,
+        account=f"{SERVICE_ACCOUNT}-status",
+        role=role,
+        restarts=False,
+    )
+    api = _api(kubeconfig)
+    yield StatusGrant(kube_client, role, api)
+    api.close()
+
+
 @pytest.fixture
 def restarting_operator(restarts_api: Any) -> Iterator[Callable[..., Operator]]:
     """``start(min_interval=…, settle=…)``: a running Operator with restarts on."""

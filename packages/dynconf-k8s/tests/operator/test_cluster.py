@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from kubernetes import client, config  # type: ignore[import-untyped]
 
@@ -53,4 +54,38 @@ def test_a_renders_four_calls_reuse_one_connection(
             target = kube.core.read_namespaced_config_map(f"{name}-out", namespace)
             assert json.loads(target.data["config.json"]) == {"port": 9000}
     finally:
+        api.close()
+
+
+def test_a_call_to_an_api_server_that_never_answers_ends(tmp_path: Path, monkeypatch: Any) -> None:
+    """A server that accepts and then says nothing: a fault a real API server cannot be made to
+    show on demand. The operator's client gives up after its read bound instead of waiting."""
+    import socket
+    import time
+
+    import pytest
+    from urllib3.exceptions import HTTPError
+
+    from dynconf_k8s.operator import main
+
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        port = silent.getsockname()[1]
+        kubeconfig = tmp_path / "kubeconfig"
+        kubeconfig.write_text(json.dumps({
+            "apiVersion": "v1", "kind": "Config", "current-context": "c",
+            "clusters": [{"name": "s", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
+            "users": [{"name": "u", "user": {"token": "t"}}],
+            "contexts": [{"name": "c", "context": {"cluster": "s", "user": "u"}}],
+        }))  # fmt: skip
+        monkeypatch.setattr(config.kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(kubeconfig))
+        monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+        monkeypatch.setattr(main, "REQUEST_TIMEOUT", (1.0, 1.0))
+        api = main.api_client_from_environment()
+        api.configuration.retries = False
+        began = time.monotonic()
+        with pytest.raises(HTTPError):
+            client.CoreV1Api(api).list_namespace()
+        assert time.monotonic() - began < 10
         api.close()

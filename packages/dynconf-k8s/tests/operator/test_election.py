@@ -146,11 +146,14 @@ def test_two_replicas_elect_one_leader_and_the_follower_takes_over(
         lambda cm: "port = 2" in (cm.get("data") or {}).get("c.toml", ""),
         timeout=15,
     )
-    kube.await_render(
-        namespace,
-        "r",
-        lambda item: (item.get("status") or {}).get("renderedAt") != first_status["renderedAt"],
-    )
+    try:
+        kube.await_render(
+            namespace,
+            "r",
+            lambda item: (item.get("status") or {}).get("renderedAt") != first_status["renderedAt"],
+        )
+    except AssertionError as error:
+        raise AssertionError(f"{error}; the new leader logged {follower.lines[-8:]}") from None
     assert follower.renders() >= 1
 
 

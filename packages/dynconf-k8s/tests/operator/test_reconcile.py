@@ -118,6 +118,40 @@ def test_unchanged_document_writes_nothing(
     assert [e["reason"] for e in kube.events(namespace, "r")] == ["Rendered"]
 
 
+def test_a_write_whose_status_was_refused_is_recorded_once_the_status_can_be_written(
+    status_grant: Any, kube: Kube, namespace: str, tmp_path: Path
+) -> None:
+    operator = Operator(status_grant.api, identity="test-status", workers=1)
+    operator.start()
+    try:
+        write_doc(tmp_path, {"port": 9000})
+        file_class(kube, namespace, tmp_path)
+        render(kube, namespace, "r", {"configMap": "out", "file": "config.toml"})
+        kube.await_configmap(namespace, "out", has_data("config.toml", "port = 9000"))
+        first = kube.await_render(namespace, "r", kube.ready("Rendered"))["status"]
+
+        status_grant.revoke()
+        failures = operator.metrics.reconcile_failures._value.get()
+        time.sleep(1.1)  # renderedAt counts whole seconds
+        write_doc(tmp_path, {"port": 9100})
+        kube.await_configmap(namespace, "out", has_data("config.toml", "port = 9100"), timeout=10)
+        deadline = time.monotonic() + 15
+        while operator.metrics.reconcile_failures._value.get() <= failures:
+            assert time.monotonic() < deadline, "the refused status write was not counted"
+            time.sleep(0.1)
+
+        status_grant.grant()
+        # the next attempt finds the target current; the status must still record the write
+        now = kube.await_render(
+            namespace, "r", lambda item: item["status"]["renderedAt"] != first["renderedAt"]
+        )["status"]
+        assert now["renderedAt"] > first["renderedAt"]
+        assert [e["reason"] for e in kube.events(namespace, "r")] == ["Rendered", "Rendered"]
+    finally:
+        status_grant.grant()
+        operator.stop()
+
+
 @pytest.mark.parametrize(
     ("target", "expected"),
     [

@@ -74,9 +74,24 @@ SERVICE_NAME = "dynamic-config-operator"
 log = logging.getLogger("dynconf_k8s.operator")
 
 
+REQUEST_TIMEOUT = (10.0, 30.0)
+"""(connect, read) seconds for every API call that does not set its own (watches do)."""
+
+
 def api_client_from_environment(pool: int = 16) -> Any:
-    """An ``ApiClient`` for the in-cluster ServiceAccount, or the kubeconfig outside a pod."""
+    """An ``ApiClient`` for the in-cluster ServiceAccount, or the kubeconfig outside a pod.
+
+    Every call is bounded by :data:`REQUEST_TIMEOUT` unless it passes its own: the client's
+    default is to wait forever, and a worker waiting forever on one answer stops its Renders
+    from being reconciled or reported without any error to see.
+    """
     from kubernetes import client, config  # type: ignore[import-untyped]
+
+    class BoundedApiClient(client.ApiClient):  # type: ignore[misc]
+        def request(self, *args: Any, **kwargs: Any) -> Any:
+            if kwargs.get("_request_timeout") is None:
+                kwargs["_request_timeout"] = REQUEST_TIMEOUT
+            return super().request(*args, **kwargs)
 
     configuration = client.Configuration()
     if os.environ.get("KUBERNETES_SERVICE_HOST"):
@@ -84,7 +99,7 @@ def api_client_from_environment(pool: int = 16) -> Any:
     else:
         config.load_kube_config(client_configuration=configuration)
     configuration.connection_pool_maxsize = pool
-    return client.ApiClient(configuration)
+    return BoundedApiClient(configuration)
 
 
 def installation_at_start(env: dict[str, str]) -> InstallationInForce:

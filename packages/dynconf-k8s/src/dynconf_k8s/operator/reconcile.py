@@ -18,6 +18,7 @@ document.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from typing import Any, Protocol
 
 from kubernetes.client.rest import ApiException  # type: ignore[import-untyped]
 from pydantic import ValidationError
+from urllib3.exceptions import HTTPError
 
 from dynconf.budget import BudgetExceeded
 from dynconf.errors import DynconfError
@@ -110,6 +112,10 @@ class Reconciler:
         self.metrics = metrics
         self.fetch = fetch
         self.tracing = tracing or Tracing()
+        # Renders (by uid) whose target was written but whose status write failed: the next
+        # attempt finds the target current, and must still record the write in the status.
+        self._unreported: set[str] = set()
+        self._unreported_lock = threading.Lock()
 
     def reconcile(self, raw: dict[str, Any]) -> float:
         """Make the Render's target current; the seconds until the next render."""
@@ -146,7 +152,7 @@ class Reconciler:
             # keeps its data, its status stays, and the next interval reads again.
             span.set(outcome="budget")
             return float(max(1, render.spec.interval_seconds))
-        except (DynconfError, ApiException) as error:
+        except (DynconfError, ApiException, HTTPError) as error:
             failure = _failure(error)
             span.set(outcome=str(failure.reason))
             self._report_failure(render, failure)
@@ -223,9 +229,13 @@ class Reconciler:
 
     # -- reporting -----------------------------------------------------------------------------
 
-    def _report_success(self, render: DynamicConfigRender, changed: bool) -> None:
+    def _report_success(self, render: DynamicConfigRender, written: bool) -> None:
         self.metrics.renders.inc()
         self.metrics.last_render.set(time.time())
+        with self._unreported_lock:
+            if written:
+                self._unreported.add(render.uid)
+            changed = render.uid in self._unreported
         status = render.status
         ready = render.ready()
         settled = (
@@ -246,6 +256,8 @@ class Reconciler:
         if changed or status.rendered_at is None:
             patch["renderedAt"] = _now()
         self._patch_status(render, patch)
+        with self._unreported_lock:
+            self._unreported.discard(render.uid)
         if changed:
             self.cluster.post_event(render, "Normal", Reason.RENDERED, RENDERED_NOTE)
 
@@ -277,12 +289,24 @@ class Reconciler:
         self.cluster.post_event(render, "Warning", Reason.RENDER_FAILED, failure.message)
 
     def _patch_status(self, render: DynamicConfigRender, patch: dict[str, Any]) -> None:
+        """Write the status; a refused or unanswered write is logged and retried by backoff."""
         try:
             self.cluster.patch_status(render, patch)
         except ApiException as error:
             if error.status == 404:
                 return  # deleted while we rendered; nothing left to report on
-            raise
+            self._status_unwritten(render, api_failure(error, "the status write"))
+        except HTTPError as error:
+            answer = f"the API server did not answer the status write ({type(error).__name__})"
+            self._status_unwritten(render, answer)
+
+    def _status_unwritten(self, render: DynamicConfigRender, message: str) -> None:
+        self.metrics.reconcile_failures.inc()
+        log.warning(
+            "status_write_failed",
+            extra={"render": f"{render.namespace}/{render.name}", "error": message},
+        )
+        raise ReconcileFailed(message)
 
 
 def _condition(
@@ -303,8 +327,11 @@ def _condition(
     }
 
 
-def _failure(error: DynconfError | ApiException) -> _Failure:
+def _failure(error: DynconfError | ApiException | HTTPError) -> _Failure:
     if isinstance(error, ApiException):
         return _Failure(Reason.RENDER_FAILED, api_failure(error, "the target write"), False)
+    if isinstance(error, HTTPError):
+        message = f"the API server did not answer the target write ({type(error).__name__})"
+        return _Failure(Reason.RENDER_FAILED, message, False)
     reason = error.reason if isinstance(error, RenderRefused) else Reason.RENDER_FAILED
     return _Failure(reason, f"{error.kind.value}: {error}", True)
