@@ -5,6 +5,12 @@ PUT is sent until ``changes()`` yields the new document (p50/p95; target p95 ≤
 Beside it, the raw blocking-query round trip through the same client (PUT → the blocking GET
 answers), so the store's own overhead shows as a ratio from the same run.
 
+CPU per answer: the same GET of one key, answered by Consul, read N times through py-consul's
+own client (requests) and through the store's transport (py-consul's client contract on
+urllib3), interleaved in one process; ``time.process_time`` per answer and the ratio. A watch
+reads one answer per change and one per blocking-query renewal, so this is the store's share of
+a change's CPU and of its idle cost.
+
 RSS: a fresh interpreter imports dynconf-core and the consul plugin, builds a source and
 reports VmRSS (target ≤ 40 MiB), next to a bare interpreter's RSS.
 
@@ -117,6 +123,43 @@ def bench_latency(url: str) -> tuple[list[float], list[float]]:
     return store_ms, raw_ms
 
 
+CPU_ANSWERS = 2000
+
+
+def bench_cpu(url: str) -> tuple[float, float]:
+    """CPU microseconds per answer: py-consul's requests client, then the store's transport."""
+    import consul
+
+    from dynconf.stores import TlsSettings
+    from dynconf_store_consul.transport import Endpoint, Transport, parse_endpoint
+
+    key = f"bench/{uuid.uuid4().hex}/config.json"
+    _put(url, key, json.dumps({"n": 0}))
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    requests_client = consul.Consul(host=host, port=int(port)).http
+    endpoint = parse_endpoint(url)
+    assert isinstance(endpoint, Endpoint), endpoint
+    ours = Transport(endpoint, TlsSettings(), timeout=10.0, describe="bench")
+    path = f"/v1/kv/{key}"
+
+    def with_requests() -> None:
+        requests_client.get(lambda answer: answer.body, path)
+
+    def with_ours() -> None:
+        ours.call("GET", path)
+
+    spent: dict[str, list[float]] = {"requests": [], "ours": []}
+    for _ in range(5):
+        for name, call in (("requests", with_requests), ("ours", with_ours)):
+            call()
+            began = time.process_time()
+            for _ in range(CPU_ANSWERS // 5):
+                call()
+            spent[name].append((time.process_time() - began) / (CPU_ANSWERS // 5) * 1e6)
+    ours.close()
+    return statistics.median(spent["requests"]), statistics.median(spent["ours"])
+
+
 _RSS_PROBE = """
 import sys
 def rss():
@@ -152,6 +195,7 @@ def main() -> int:
                    if line.startswith("DYNCONF_TEST_CONSUL_URL="))  # fmt: skip
     try:
         store_ms, raw_ms = bench_latency(url)
+        cpu_requests, cpu_ours = bench_cpu(url)
     finally:
         if started_here:
             subprocess.run([sys.executable, str(REPO / "scripts" / "testenv"), "stop", "consul"],
@@ -163,6 +207,9 @@ def main() -> int:
           f"max {max(store_ms):.2f} ms  (target p95 <= 100 ms)")  # fmt: skip
     print(f"raw blocking query (py-consul):   p50 {r50:.2f} ms  p95 {r95:.2f} ms  "
           f"-> store/raw p50 ratio {s50 / r50:.2f}x")  # fmt: skip
+    print(f"CPU per answer, {CPU_ANSWERS} GETs each: py-consul's requests client "
+          f"{cpu_requests:.0f} us, the store's transport {cpu_ours:.0f} us "
+          f"-> ours/requests {cpu_ours / cpu_requests:.2f}x")  # fmt: skip
     print(f"RSS after import+build: {built:.1f} MiB (bare interpreter {bare:.1f} MiB; "
           f"target <= 40 MiB)")  # fmt: skip
     return 0 if s95 <= 100 and built <= 40 else 1

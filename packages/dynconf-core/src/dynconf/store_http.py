@@ -47,6 +47,7 @@ __all__ = [
     "HTTP_SETTINGS",
     "USE_PROXY",
     "HttpPolicy",
+    "follow_or_refuse",
     "http_setting_refusals",
     "note_ignored_proxy",
     "origin_of",
@@ -182,6 +183,24 @@ def note_ignored_proxy(store: str, environ: Mapping[str, str] | None = None) -> 
         )
 
 
+def follow_or_refuse(
+    policy: HttpPolicy, status: int, location: str, *, here: str, subject: str, origin: Origin
+) -> str:
+    """The absolute address a redirect from ``here`` may be followed to, or the refusal.
+
+    The one rule for every HTTP client a store uses: followed only with ``follow_redirects``
+    and only within ``here``'s origin; otherwise :class:`~dynconf.errors.RemoteError`, whose
+    message starts with ``subject``.
+    """
+    target = urljoin(here, location)
+    if policy.follow_redirects and origin_of(target) == origin_of(here):
+        return target
+    raise RemoteError(
+        f"{subject} " + redirect_refusal(status, target, own=here, followable=True),
+        origin=origin,
+    )
+
+
 def store_session(
     policy: HttpPolicy, *, endpoint: str, subject: str, origin: Origin
 ) -> requests.Session:
@@ -198,16 +217,19 @@ def store_session(
             location = super().get_redirect_target(resp)
             if location is None:
                 return None
-            here = resp.url or endpoint
-            target = urljoin(here, location)
-            if policy.follow_redirects and origin_of(target) == origin_of(here):
-                return location
-            resp.close()
-            raise RemoteError(
-                f"{subject} "
-                + redirect_refusal(resp.status_code, target, own=here, followable=True),
-                origin=origin,
-            )
+            try:
+                follow_or_refuse(
+                    policy,
+                    resp.status_code,
+                    location,
+                    here=resp.url or endpoint,
+                    subject=subject,
+                    origin=origin,
+                )
+            except RemoteError:
+                resp.close()
+                raise
+            return location
 
     session = StoreSession()
     session.trust_env = False

@@ -438,3 +438,142 @@ def test_a_kept_secret_gets_its_ca_into_a_fresh_configuration_without_rotating(
 
     assert not rotated and rotation.rotations == 0
     assert _bundle_cas(admission, mwc) == [[x509.load_pem_x509_certificate(pair.ca)]]
+
+
+_ROTATING_REPLICA = """
+import signal, sys, threading
+from dynconf_k8s.webhook.kube import KubeAccess
+from dynconf_k8s.webhook.rotation import RotationSettings, SelfRotation
+namespace, mwc, server, token, ca, identity = sys.argv[1:7]
+settings = RotationSettings(
+    namespace=namespace, service="dynamic-config-webhook", secret="webhook-tls", mwc=mwc,
+    identity=identity, check_seconds=0.5, lease_seconds=6.0, extra_names=("127.0.0.1",),
+    bundle_settle_seconds=0.5,
+)
+rotation = SelfRotation(settings, KubeAccess(server=server, token_path=token, ca_path=ca))
+stop = threading.Event()
+signal.signal(signal.SIGTERM, lambda *_: (stop.set(), rotation.stop_waiting()))
+rotation.run(stop)
+"""
+
+
+def _valid_on_the_true_clock(kube_client: Any, namespace: str, mwc: str) -> x509.Certificate:
+    """The Secret's leaf, checked by the cluster's clock: in its validity window, signed by a
+    CA the configuration trusts, and accepted by a strict handshake."""
+    import socket
+
+    from kubernetes import client
+
+    secret = client.CoreV1Api(kube_client).read_namespaced_secret("webhook-tls", namespace)
+    pair = {name: base64.b64decode(secret.data[name]) for name in ("tls.crt", "tls.key", "ca.crt")}
+    leaf = x509.load_pem_x509_certificate(pair["tls.crt"])
+    now = dt.datetime.now(dt.UTC)
+    assert leaf.not_valid_before_utc <= now <= leaf.not_valid_after_utc
+    ca = x509.load_pem_x509_certificate(pair["ca.crt"])
+    admission = client.AdmissionregistrationV1Api(kube_client)
+    assert all(ca in trusted for trusted in _bundle_cas(admission, mwc))
+    directory = Path(os.environ.get("TMPDIR", "/tmp")) / f"skew-{uuid.uuid4().hex[:8]}"
+    directory.mkdir()
+    for name, content in pair.items():
+        (directory / name).write_bytes(content)
+    server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server.load_cert_chain(directory / "tls.crt", directory / "tls.key")
+    verifying = ssl.create_default_context(cafile=str(directory / "ca.crt"))
+    verifying.verify_flags |= ssl.VERIFY_X509_STRICT
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        port = listener.getsockname()[1]
+        accepted = threading.Thread(
+            target=lambda: server.wrap_socket(listener.accept()[0], server_side=True).close(),
+            daemon=True,
+        )
+        accepted.start()
+        with (
+            socket.create_connection(("127.0.0.1", port), timeout=5) as raw,
+            verifying.wrap_socket(raw, server_hostname="127.0.0.1"),
+        ):
+            pass
+        accepted.join(5)
+    return leaf
+
+
+def test_replicas_ten_minutes_ahead_and_behind_rotate_for_the_true_clock(
+    kube_client: Any, cluster: Any, rotation_identity: Any, skewed_env: Any
+) -> None:
+    """Two rotating replicas as processes, one node ten minutes ahead and one behind (the
+    API server keeps the true clock): one leads, the Secret it writes is valid where it is
+    checked, and when the leader dies the other takes over and mints a pair as valid."""
+    import signal
+    import subprocess
+    import sys
+
+    from kubernetes import client
+
+    namespace, mwc, access = rotation_identity
+    admission = client.AdmissionregistrationV1Api(kube_client)
+    admission.create_mutating_webhook_configuration({
+        "metadata": {"name": mwc},
+        "webhooks": [{
+            "name": "skew.inject.dynamic-config.rs", "admissionReviewVersions": ["v1"],
+            "sideEffects": "None", "failurePolicy": "Ignore",
+            "clientConfig": {"url": f"https://127.0.0.1:{_free_port()}/mutate"},
+            "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"],
+                       "resources": ["pods"]}],
+            "namespaceSelector": {"matchLabels": {"dynconf-test": uuid.uuid4().hex[:8]}},
+        }],
+    })  # fmt: skip
+    cluster.on_teardown(lambda: admission.delete_mutating_webhook_configuration(mwc))
+    core = client.CoreV1Api(kube_client)
+    leases = client.CoordinationV1Api(kube_client)
+
+    def start(identity: str, minutes: int) -> subprocess.Popen[str]:
+        args = [namespace, mwc, access.server, access.token_path, access.ca_path, identity]
+        process = subprocess.Popen(
+            [sys.executable, "-c", _ROTATING_REPLICA, *args],
+            env={**os.environ, **skewed_env(minutes)},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        cluster.on_teardown(lambda: process.poll() is None and process.kill())
+        return process
+
+    def holder() -> str | None:
+        try:
+            return str(leases.read_namespaced_lease(LEASE_NAME, namespace).spec.holder_identity)
+        except Exception:
+            return None
+
+    def secret_version() -> str | None:
+        try:
+            found = core.read_namespaced_secret("webhook-tls", namespace)
+        except Exception:
+            return None
+        return str(found.metadata.resource_version) if found.data else None
+
+    def await_true(check: Any, what: str, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while not check():
+            assert time.monotonic() < deadline, what
+            time.sleep(0.2)
+
+    ahead = start("webhook-ahead", 10)
+    await_true(lambda: secret_version() is not None, "the ahead replica wrote no pair")
+    assert holder() == "webhook-ahead"
+    first = _valid_on_the_true_clock(kube_client, namespace, mwc)
+
+    behind = start("webhook-behind", -10)
+    written = secret_version()
+    time.sleep(8)  # more than a lease term: the behind replica sees a held lease, not a stale one
+    assert holder() == "webhook-ahead"
+    assert secret_version() == written, "a follower rotated under a held lease"
+    assert behind.poll() is None and ahead.poll() is None
+
+    ahead.send_signal(signal.SIGKILL)
+    ahead.wait(10)
+    await_true(lambda: holder() == "webhook-behind", "the behind replica never took the lease")
+    core.delete_namespaced_secret("webhook-tls", namespace)  # the new leader mints at once
+    await_true(lambda: secret_version() is not None, "the behind replica wrote no pair")
+    second = _valid_on_the_true_clock(kube_client, namespace, mwc)
+    assert second != first
+    behind.send_signal(signal.SIGTERM)
+    assert behind.wait(15) == 0, behind.stdout.read() if behind.stdout else ""

@@ -1,12 +1,12 @@
 """The HTTP leg to a Consul agent: endpoint grammar, TLS, and one request → one typed reply.
 
-py-consul supplies the session and its blocking-query-aware timeouts (a request that carries
-``index`` waits for ``wait`` plus its jitter before timing out). Its high-level calls turn
-every non-2xx answer into an exception whose message quotes the response body, and fold
-every 5xx and 429 into one class; a store must decide retries on the status code and must
-never quote a body, so every call here goes through the library's HTTP client with a
-callback that hands back the raw ``(code, headers, body)`` and the status is mapped in
-:mod:`dynconf_store_consul.source`.
+py-consul's high-level calls turn every non-2xx answer into an exception whose message quotes
+the response body, and fold every 5xx and 429 into one class; a store must decide retries on
+the status code and must never quote a body. So every call here goes through py-consul's
+HTTP client contract, carried on urllib3 (:mod:`dynconf_store_consul.http`, with the
+blocking-query-aware timeouts: a request that carries ``index`` waits for ``wait`` plus its
+jitter before timing out), which hands back the raw ``(code, headers, body)``; the status is
+mapped in :mod:`dynconf_store_consul.source`.
 
 Nothing in this module imports the client library at import time: :class:`Transport` is
 only constructed by ``build``.
@@ -18,11 +18,11 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 from urllib.parse import urlsplit
 
 from dynconf.errors import Origin, Refusal, RemoteError
-from dynconf.store_http import HttpPolicy, store_session
+from dynconf.store_http import HttpPolicy
 from dynconf.stores import TlsSettings, redact_url
 
 __all__ = ["DEFAULT_TIMEOUT", "Endpoint", "Reply", "Transport", "parse_endpoint"]
@@ -100,7 +100,7 @@ class Reply:
 
 
 def _verify_and_cert(tls: TlsSettings, describe: str) -> tuple[bool | str, tuple[str, str] | None]:
-    """What requests needs for trust; trust files are checked here, at build, by path."""
+    """What the TLS layer needs for trust; trust files are checked here, at build, by path."""
     for label, path in (("--ca", tls.ca_file), ("--tls-cert", tls.cert_file),
                         ("--tls-key", tls.key_file)):  # fmt: skip
         if path and not Path(path).is_file():
@@ -121,10 +121,10 @@ def _verify_and_cert(tls: TlsSettings, describe: str) -> tuple[bool | str, tuple
 
 
 class Transport:
-    """One py-consul HTTP client bound to an endpoint, its TLS and its timeout.
+    """One HTTP client (py-consul's contract on urllib3) bound to an endpoint, TLS and timeout.
 
     Trust files are read by the TLS layer when connections are made; the agent rebuilds the
-    source (and so this transport, with a fresh session) when they change.
+    source (and so this transport, with fresh connections) when they change.
     """
 
     def __init__(
@@ -136,33 +136,26 @@ class Transport:
         describe: str,
         policy: HttpPolicy | None = None,
     ) -> None:
-        import consul
+        from dynconf_store_consul.http import Urllib3Client
 
         verify, cert = _verify_and_cert(tls, describe)
         self._describe = describe
         self._timeout = timeout
-        client: Any = consul.Consul(
-            host=endpoint.host,
-            port=endpoint.port,
-            scheme=endpoint.scheme,
-            verify=verify,
-            cert=cert,
-            connections_timeout=timeout,
-        )
-        # py-consul lets CONSUL_HTTP_TOKEN override the token it is given; every request
-        # here names its token explicitly, and the client's own default is cleared.
-        client.token = None
-        # The token header must reach this agent only: no environment proxy, no redirect
-        # elsewhere (requests would re-send X-Consul-Token to any Location).
-        client.http.session = store_session(
-            policy or HttpPolicy(),
-            endpoint=str(endpoint),
+        # Every request names its token explicitly (py-consul's own client would let
+        # CONSUL_HTTP_TOKEN override it); the token reaches this agent only: no environment
+        # proxy, no redirect elsewhere, as HttpPolicy says.
+        self._http = Urllib3Client(
+            endpoint.host,
+            endpoint.port,
+            endpoint.scheme,
+            verify,
+            cert,
+            timeout=timeout,
+            policy=policy or HttpPolicy(),
             subject=describe,
             origin=Origin.remote(describe),
+            server_name=tls.server_name or None,
         )
-        if tls.server_name:
-            client.http.session.mount("https://", _server_name_adapter(tls.server_name))
-        self._http: Any = client.http
 
     def call(
         self,
@@ -174,68 +167,40 @@ class Transport:
         body: str | None = None,
     ) -> Reply:
         """Send one request; transport failures become :class:`RemoteError` (no text quoted)."""
-        import requests
+        from urllib3 import exceptions
 
         headers = {"X-Consul-Token": token} if token else {}
-
-        def keep(response: Any) -> Reply:
-            return Reply(int(response.code), response.headers, str(response.body))
-
         try:
-            if method == "GET":
-                reply: Reply = self._http.get(keep, path, params=list(params), headers=headers)
-            elif method == "POST":
-                reply = self._http.post(
-                    keep, path, params=list(params), data=body or "", headers=headers
-                )
-            elif method == "PUT":  # a read-only transaction (/v1/txn)
-                reply = self._http.put(
-                    keep, path, params=list(params), data=body or "", headers=headers
-                )
-            else:  # pragma: no cover - the source only reads and logs in/out
-                raise ValueError(method)
-        except requests.exceptions.SSLError:
+            answer = self._http.send(method, path, list(params), headers, body)
+        except exceptions.SSLError:
             raise self._failed(
                 "refused the TLS handshake; check --ca (the CA that signed the agent's "
                 "certificate), --tls-server-name and the client certificate"
             ) from None
-        except requests.exceptions.Timeout:
+        except exceptions.NewConnectionError:  # before TimeoutError: it is one, in urllib3
+            raise self._failed(
+                "cannot be reached; check the endpoint and that the agent runs"
+            ) from None
+        except exceptions.TimeoutError:
             raise self._failed(
                 f"did not answer within the {self._timeout:g} s request timeout; check the "
                 "agent is up, or raise --timeout"
             ) from None
-        except requests.exceptions.ConnectionError:
+        except (exceptions.ProtocolError, exceptions.ProxyError):
             raise self._failed(
                 "cannot be reached; check the endpoint and that the agent runs"
             ) from None
-        except requests.exceptions.RequestException as exc:
+        except exceptions.HTTPError as exc:
             raise self._failed(f"request failed ({type(exc).__name__})") from None
         except OSError as exc:  # a CA or key file that vanished or is not PEM
             raise self._failed(
                 f"could not set up TLS ({type(exc).__name__}); check the --ca, --tls-cert "
                 "and --tls-key files are PEM"
             ) from None
-        return reply
+        return Reply(int(answer.code), answer.headers, str(answer.body))
 
     def _failed(self, what: str) -> RemoteError:
         return RemoteError(f"{self._describe} {what}", origin=Origin.remote(self._describe))
 
     def close(self) -> None:
-        self._http.session.close()
-
-
-def _server_name_adapter(name: str) -> Any:
-    """An HTTPS adapter that sends ``name`` as SNI and verifies the certificate against it.
-
-    The connection still goes to the endpoint's host; only the TLS identity differs, which
-    is what ``--tls-server-name`` means.
-    """
-    from requests.adapters import HTTPAdapter
-
-    class ServerNameAdapter(HTTPAdapter):
-        def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
-            kwargs["server_hostname"] = name
-            kwargs["assert_hostname"] = name
-            super().init_poolmanager(*args, **kwargs)
-
-    return ServerNameAdapter()
+        self._http.close()

@@ -1,0 +1,199 @@
+"""py-consul's HTTP client contract, carried by urllib3 instead of requests.
+
+py-consul lets its HTTP client be replaced (``consul.base.HTTPClient``: ``get``/``put``/
+``post``/``delete`` hand a ``Response(code, headers, body)`` to a callback). Its own client is
+built on requests, whose per-answer work (a ``Response`` object, cookie extraction, hooks,
+encoding guesses) costs about as much CPU again as urllib3's parse of the same answer. A watch
+reads one answer per change and one per blocking-query renewal, so that cost sits on every
+change's path to the file and on every idle renewal. urllib3 is what requests itself sends
+with, so the wire behaviour is unchanged.
+
+The store's HTTP policy (:mod:`dynconf.store_http`) is applied here in urllib3's terms:
+
+* no environment proxy unless ``use_proxy`` (urllib3 never reads the environment itself);
+* a redirect is never followed by urllib3: every 3xx with a ``Location`` goes through
+  :func:`~dynconf.store_http.follow_or_refuse`, so the token reaches another address only
+  when the policy allows it, and never another origin.
+
+This module imports py-consul and urllib3; :mod:`dynconf_store_consul.transport` imports it
+when a source is built, not when the plugin is discovered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+from urllib.parse import urlsplit
+
+import urllib3
+from consul import base
+from consul.std import DEFAULT_WAIT, parse_duration
+
+from dynconf.errors import Origin
+from dynconf.store_http import HttpPolicy, follow_or_refuse, note_ignored_proxy
+
+__all__ = ["MAX_REDIRECTS", "Urllib3Client"]
+
+MAX_REDIRECTS: Final = 10
+"""Hops followed within the endpoint's origin (requests' default is 30; a loop ends sooner)."""
+_REDIRECTS: Final = frozenset({301, 302, 303, 307, 308})
+_POOL_SIZE: Final = 10
+"""Connections kept per client: the watch's blocking query and the occasional other call."""
+
+
+class Urllib3Client(base.HTTPClient):  # type: ignore[misc]
+    """One endpoint's connections, its TLS and its timeouts; the policy decides every hop."""
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        scheme: str,
+        verify: bool | str,
+        cert: tuple[str, str] | None,
+        *,
+        timeout: float,
+        policy: HttpPolicy,
+        subject: str,
+        origin: Origin,
+        server_name: str | None = None,
+    ) -> None:
+        super().__init__(host, port, scheme, verify, cert)
+        self.timeout = timeout
+        self.policy = policy
+        self.subject = subject
+        self.origin = origin
+        tls: dict[str, Any] = {}
+        if scheme == "https":
+            tls = _tls_options(verify, cert, server_name)
+        proxy = _proxy_for(self.base_uri) if policy.use_proxy else None
+        if not policy.use_proxy:
+            note_ignored_proxy(subject)
+        self.manager: urllib3.PoolManager = (
+            urllib3.ProxyManager(proxy, num_pools=1, maxsize=_POOL_SIZE, **tls)
+            if proxy
+            else urllib3.PoolManager(num_pools=1, maxsize=_POOL_SIZE, **tls)
+        )
+
+    def read_timeout(self, params: list[tuple[str, Any]] | None) -> float:
+        """The request timeout, plus a blocking query's wait and Consul's wait/16 jitter."""
+        named = dict(params or ())
+        if "index" not in named:
+            return self.timeout
+        wait = parse_duration(named["wait"]) if "wait" in named else DEFAULT_WAIT
+        return float(self.timeout + wait + wait / 16)
+
+    def send(
+        self,
+        method: str,
+        path: str,
+        params: list[tuple[str, Any]] | None,
+        headers: Mapping[str, str] | None,
+        body: str | bytes | None,
+    ) -> base.Response:
+        """One request, its redirects decided by the policy; the answer as py-consul's tuple."""
+        url = self.uri(path, params)
+        timeout = urllib3.Timeout(connect=self.timeout, read=self.read_timeout(params))
+        for _ in range(MAX_REDIRECTS + 1):
+            answer = self.manager.urlopen(
+                method,
+                url,
+                body=body or None,
+                headers=dict(headers or {}),
+                redirect=False,
+                retries=False,
+                timeout=timeout,
+                preload_content=True,
+            )
+            location = answer.headers.get("Location")
+            if answer.status not in _REDIRECTS or not location:
+                text = answer.data.decode("utf-8", "replace")
+                return base.Response(answer.status, answer.headers, text)
+            url = follow_or_refuse(
+                self.policy,
+                answer.status,
+                location,
+                here=url,
+                subject=self.subject,
+                origin=self.origin,
+            )
+            if answer.status == 303 or (answer.status in (301, 302) and method == "POST"):
+                method, body = "GET", None  # what a browser, and requests, do
+        return base.Response(599, {}, "")  # pragma: no cover - loop guard, see MAX_REDIRECTS
+
+    def get(
+        self,
+        callback: Callable[[base.Response], Any],
+        path: str,
+        params: list[tuple[str, Any]] | None = None,
+        headers: Mapping[str, str] | None = None,
+        raw: bool = False,
+    ) -> Any:
+        return callback(self.send("GET", path, params, headers, None))
+
+    def put(
+        self,
+        callback: Callable[[base.Response], Any],
+        path: str,
+        params: list[tuple[str, Any]] | None = None,
+        data: str | bytes = "",
+        headers: Mapping[str, str] | None = None,
+    ) -> Any:
+        return callback(self.send("PUT", path, params, headers, data))
+
+    def delete(
+        self,
+        callback: Callable[[base.Response], Any],
+        path: str,
+        params: list[tuple[str, Any]] | None = None,
+        data: str | bytes = "",
+        headers: Mapping[str, str] | None = None,
+    ) -> Any:
+        return callback(self.send("DELETE", path, params, headers, data))
+
+    def post(
+        self,
+        callback: Callable[[base.Response], Any],
+        path: str,
+        params: list[tuple[str, Any]] | None = None,
+        data: str = "",
+        headers: Mapping[str, str] | None = None,
+    ) -> Any:
+        return callback(self.send("POST", path, params, headers, data))
+
+    def close(self) -> None:
+        self.manager.clear()
+
+
+def _tls_options(
+    verify: bool | str, cert: tuple[str, str] | None, server_name: str | None
+) -> dict[str, Any]:
+    """urllib3's pool options for the store's trust: the same defaults requests applies."""
+    options: dict[str, Any] = {}
+    if verify is False:
+        options["cert_reqs"] = "CERT_NONE"
+        options["assert_hostname"] = False
+    else:
+        options["cert_reqs"] = "CERT_REQUIRED"
+        if isinstance(verify, str):
+            options["ca_certs"] = verify
+        else:
+            import certifi
+
+            options["ca_certs"] = certifi.where()  # requests' default bundle, as before
+    if cert is not None:
+        options["cert_file"], options["key_file"] = cert
+    if server_name:
+        options["server_hostname"] = server_name
+        options["assert_hostname"] = server_name
+    return options
+
+
+def _proxy_for(endpoint: str) -> str | None:
+    """The environment's proxy for ``endpoint`` as requests reads it (``NO_PROXY`` honoured)."""
+    import requests.utils  # py-consul's dependency: its reading of the variables, unchanged
+
+    proxies = requests.utils.get_environ_proxies(endpoint)
+    scheme = urlsplit(endpoint).scheme.lower()
+    found = proxies.get(scheme) or proxies.get("all")
+    return str(found) if found else None
