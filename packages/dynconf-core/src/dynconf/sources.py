@@ -17,6 +17,7 @@ implements; callers that are not sources (tests, third-party stores) keep using 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from typing import ClassVar, Final
@@ -27,6 +28,8 @@ __all__ = ["STOP_SLICE", "SourceSupport", "report_failure", "report_watching"]
 
 STOP_SLICE: Final = 0.25
 """Longest a waiting watch sleeps before asking ``stop()`` again (seconds)."""
+_NEVER_SET: Final = threading.Event()
+"""Waited on with a timeout by :meth:`SourceSupport.pause`; nothing sets it."""
 
 
 def report_failure(source: object, error: BaseException) -> None:
@@ -107,7 +110,10 @@ class SourceSupport:
         while (left := deadline - time.monotonic()) > 0:
             if stop():
                 return True
-            time.sleep(min(STOP_SLICE, left))
+            # an event's wait rather than time.sleep: the same pause, and one a shifted wall
+            # clock cannot break (libfaketime, which the clock-skew tests preload, refuses
+            # the absolute monotonic deadline time.sleep asks for)
+            _NEVER_SET.wait(min(STOP_SLICE, left))
         return stop()
 
     # ------------------------------------------------------------------ errors

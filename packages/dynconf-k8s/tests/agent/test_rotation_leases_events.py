@@ -132,9 +132,20 @@ def _role_exists(postgres_server: Any, name: str) -> bool:
         )
 
 
+@pytest.mark.parametrize("skew_minutes", [0, 10, -10], ids=["true-clock", "ahead", "behind"])
 def test_dynamic_secret_renews_without_rendering_reissues_and_revokes(
-    agent: Start, vault_server: Any, postgres_server: Any, database_role: str, tmp_path: Path
+    agent: Start,
+    vault_server: Any,
+    postgres_server: Any,
+    database_role: str,
+    tmp_path: Path,
+    skew_minutes: int,
+    request: pytest.FixtureRequest,
 ) -> None:
+    """Renewed in place, re-issued past max_ttl, revoked at stop; with the agent's node ten
+    minutes ahead of or behind Vault (libfaketime), the same: a lease is timed by its own
+    duration, never by comparing the node's clock with Vault's."""
+    skewed = request.getfixturevalue("skewed_env")(skew_minutes) if skew_minutes else {}
     out = tmp_path / "db.json"
     process = agent(
         "--source",
@@ -150,7 +161,7 @@ def test_dynamic_secret_renews_without_rendering_reissues_and_revokes(
         "1",
         "--metrics-addr",
         "127.0.0.1:0",
-        env={"DYNAMIC_CONFIG_AGENT_TOKEN": vault_server.token},
+        env={"DYNAMIC_CONFIG_AGENT_TOKEN": vault_server.token, **skewed},
     )
     first = json.loads(wait_file(out, lambda t: "username" in t))
     assert process.metric("lease_ttl_seconds") > 0
