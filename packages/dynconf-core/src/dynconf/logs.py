@@ -20,10 +20,12 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Final, TextIO, TypeVar
+
+from dynconf.logfilter import LOG_FILTER_ENV, LogFilter, log_filter_from
 
 __all__ = [
     "INTERRUPTED_EXIT",
@@ -161,17 +163,31 @@ class _StdoutHandler(logging.StreamHandler):  # type: ignore[type-arg]
         """``StreamHandler`` assigns a stream; the current ``sys.stdout`` always wins."""
 
 
-def configure_logging(level: int | str = logging.INFO, stream: TextIO | None = None) -> None:
-    """Route every ``dynconf*`` logger to JSON lines on ``stream`` (stdout by default)."""
+def configure_logging(
+    stream: TextIO | None = None,
+    *,
+    log_filter: LogFilter | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> None:
+    """Route every ``dynconf*`` logger to JSON lines on ``stream`` (stdout by default).
+
+    Levels come from ``log_filter``, else from ``RUST_LOG`` in ``environ`` (the process's
+    environment by default), read by :mod:`dynconf.logfilter`, the one grammar every program
+    uses. Each directive the filter dropped is logged once, whatever the levels.
+    """
     handler: logging.Handler = (
         logging.StreamHandler(stream) if stream is not None else _StdoutHandler()
     )
     handler.setFormatter(JsonFormatter())
-    for name in ("dynconf", "dynconf_k8s"):
-        logger = logging.getLogger(name)
-        logger.handlers[:] = [handler]
-        logger.setLevel(level)
-        logger.propagate = False
+    chosen = log_filter or log_filter_from(os.environ if environ is None else environ)
+    chosen.apply(handler)
+    announcer = logging.getLogger("dynconf")
+    for sentence in chosen.dropped:
+        record = announcer.makeRecord(
+            announcer.name, logging.WARNING, __file__, 0, "log_filter_refused", (), None,
+            extra={"variable": LOG_FILTER_ENV, "reason": sentence},
+        )  # fmt: skip
+        handler.handle(record)  # past the filter: a dropped directive is always said
 
 
 _Main = TypeVar("_Main", bound=Callable[..., Any])

@@ -50,17 +50,6 @@ STORE_ALIASES: Final = {"config-server": ("config-server", "configserver")}
 log = logging.getLogger("dynconf_k8s.agent")
 
 
-def _log_level(environ: Mapping[str, str]) -> int:
-    """``RUST_LOG``'s level words (the contract keeps the variable's name)."""
-    word = (environ.get("RUST_LOG") or "info").split(",")[0].rpartition("=")[2].lower()
-    return {
-        "trace": logging.DEBUG,
-        "debug": logging.DEBUG,
-        "warn": logging.WARNING,
-        "error": logging.ERROR,
-    }.get(word, logging.INFO)
-
-
 def load_registry(environ: Mapping[str, str]) -> tuple[Registry, str | None]:
     """The plugins this process may use: the lock's when there is one, else discovery."""
     lock_path = environ.get(LOCK_ENV) or (str(BAKED_LOCK) if BAKED_LOCK.is_file() else None)
@@ -117,7 +106,7 @@ def _fatal(message: str) -> int:
 def run(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
     """Parse, check, then render once or watch; the exit code (0 or 1)."""
     env = os.environ if environ is None else environ
-    configure_logging(_log_level(env))
+    configure_logging(environ=env)
     args = list(sys.argv[1:] if argv is None else argv)
     if args and args[0] in ("-h", "--help", "help"):
         sys.stdout.write(USAGE)

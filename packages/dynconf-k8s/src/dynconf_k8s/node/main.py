@@ -163,16 +163,6 @@ def _registration(values: Mapping[str, str]) -> RegistrationSettings | None:
     return RegistrationSettings(endpoint=endpoint, directory=where)
 
 
-def _log_level(environ: Mapping[str, str]) -> int:
-    word = (environ.get("RUST_LOG") or "info").split(",")[0].rpartition("=")[2].lower()
-    return {
-        "trace": logging.DEBUG,
-        "debug": logging.DEBUG,
-        "warn": logging.WARNING,
-        "error": logging.ERROR,
-    }.get(word, logging.INFO)
-
-
 async def serve(
     settings: NodeSettings, environ: Mapping[str, str], tracing: Tracing | None = None
 ) -> None:
@@ -248,7 +238,7 @@ async def _follow_document(watch: DocumentWatch) -> None:
 def run(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
     """Parse, then serve; the exit code."""
     env = os.environ if environ is None else environ
-    configure_logging(_log_level(env))
+    configure_logging(environ=env)
     args = list(sys.argv[1:] if argv is None else argv)
     if args and args[0] in ("-h", "--help", "help"):
         sys.stdout.write(USAGE)

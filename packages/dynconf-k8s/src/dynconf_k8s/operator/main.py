@@ -38,7 +38,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -110,12 +110,23 @@ def installation_at_start(env: dict[str, str]) -> InstallationInForce:
     return document_installation(env.get(INSTALLATION_FILE_ENV, "").strip() or None)
 
 
+def _workers(env: Mapping[str, str]) -> int:
+    """``DYNAMIC_CONFIG_OPERATOR_WORKERS``: a whole number of reconcile workers (default 4)."""
+    text = (env.get(WORKERS_ENV) or "4").strip()
+    if not text.isdigit() or int(text) < 1:
+        raise SettingsError(
+            f"{WORKERS_ENV} takes a whole number of reconcile workers, at least 1; "
+            "leave it unset for 4"
+        )
+    return int(text)
+
+
 def run(environ: dict[str, str] | None = None) -> int:
     """Run until a signal (0) or a lost lease (1)."""
     env = dict(os.environ if environ is None else environ)
-    configure_logging(env.get("RUST_LOG", "INFO").upper() if env.get("RUST_LOG") else "INFO")
-    workers = max(1, int(env.get(WORKERS_ENV, "4") or "4"))
+    configure_logging(environ=env)
     try:
+        workers = _workers(env)
         restarts = restart_settings(env)
         pod_audit = pod_audit_settings(env)
         installation = installation_at_start(env)
