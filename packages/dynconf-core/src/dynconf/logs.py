@@ -52,7 +52,12 @@ _ENCODER: Final = json.JSONEncoder(default=str)
 
 
 class JsonFormatter(logging.Formatter):
-    """Formats a record as ``{"ts", "level", "logger", "event", …extra fields}``.
+    """Formats a record as ``{"ts", "level", "logger", "event", …extra fields, "fields"}``.
+
+    ``fields`` closes every line with the event as ``message`` and, when the line carries
+    one, its failure sentence (the ``error`` or ``reason`` field) as ``error``: the shape of
+    the book's tracing lines, so its troubleshooting one-liner, ``jq -r '.fields.error //
+    .fields.message'``, prints the reason of each line here too.
 
     A server writes one audit line per request, so the line is built cheaply: the
     timestamp's seconds are formatted once per second, and one encoder serves every line.
@@ -68,13 +73,13 @@ class JsonFormatter(logging.Formatter):
         if record.exc_info and record.exc_info[0] is not None:
             # the exception's type only: its text could quote a value
             body["error_type"] = record.exc_info[0].__name__
-        return _ENCODER.encode(body)
+        return _ENCODER.encode(_closed(body))
 
     def line(self, created: float, logger: str, event: str, fields: dict[str, Any]) -> str:
         """The INFO line :meth:`format` writes for ``event`` with ``fields`` as its extra."""
         body = self.head(created, "info", logger, event)
         body.update(fields)
-        return _ENCODER.encode(body)
+        return _ENCODER.encode(_closed(body))
 
     def head(self, created: float, level: str, logger: str, event: str) -> dict[str, Any]:
         """The fields every line starts with; the timestamp's seconds are formatted once."""
@@ -85,6 +90,16 @@ class JsonFormatter(logging.Formatter):
             self._second = (whole, stamp)  # one tuple: a racing thread reads a matching pair
         millis = int((created - whole) * 1000)  # as logging.LogRecord counts msecs
         return {"ts": f"{stamp}.{millis:03d}Z", "level": level, "logger": logger, "event": event}
+
+
+def _closed(body: dict[str, Any]) -> dict[str, Any]:
+    """``body`` with its ``fields`` object last (see :class:`JsonFormatter`)."""
+    fields: dict[str, Any] = {"message": body["event"]}
+    error = body.get("error", body.get("reason"))
+    if isinstance(error, str) and error:
+        fields["error"] = error
+    body["fields"] = fields
+    return body
 
 
 class RequestLog:

@@ -102,3 +102,37 @@ def test_each_line_carries_its_own_records_time_to_the_millisecond() -> None:
         "2023-11-14T22:13:21.500Z",
         "2023-11-14T22:13:19.000Z",
     ]
+
+
+# ---------------------------------------------------------------------- the book's one-liner
+def _one_liner(line: dict[str, object]) -> object:
+    """``jq -r '.fields.error // .fields.message'``, the troubleshooting line of the book."""
+    fields = line["fields"]
+    assert isinstance(fields, dict)
+    return fields.get("error") or fields.get("message")
+
+
+def test_every_line_closes_with_fields_naming_its_message_and_its_failure() -> None:
+    stream = io.StringIO()
+    configure_logging(stream=stream, environ={})
+    log = logging.getLogger("dynconf.test")
+    log.info("rendered", extra={"bytes": 12})
+    log.warning("render_failed", extra={"reason": "the store answered 503; the last good stays"})
+    log.error("agent_failed", extra={"error": "the first fetch failed"})
+    lines = [json.loads(text) for text in stream.getvalue().splitlines()]
+    assert [list(line)[-1] for line in lines] == ["fields"] * 3
+    assert [_one_liner(line) for line in lines] == [
+        "rendered",
+        "the store answered 503; the last good stays",
+        "the first fetch failed",
+    ]
+
+
+def test_a_request_line_written_past_logging_has_the_same_fields() -> None:
+    from dynconf.logs import RequestLog
+
+    stream = io.StringIO()
+    configure_logging(stream=stream, environ={})
+    RequestLog(logging.getLogger("dynconf.server.audit")).info("request", {"status": 200})
+    [line] = [json.loads(text) for text in stream.getvalue().splitlines()]
+    assert line["fields"] == {"message": "request"}

@@ -137,7 +137,10 @@ class Reconciler:
             meta = raw.get("metadata") or {}
             log.warning(
                 "render_unreadable",
-                extra={"render": f"{meta.get('namespace')}/{meta.get('name')}", "fields": fields},
+                extra={
+                    "render": f"{meta.get('namespace')}/{meta.get('name')}",
+                    "spec_fields": fields,
+                },
             )
             self.metrics.reconcile_failures.inc()
             span.set(outcome="unreadable")
