@@ -111,6 +111,17 @@ def operator_crds(kube_client: Any) -> list[dict[str, Any]]:
     return crds
 
 
+def apply_role(rbac: Any, manifest: dict[str, Any]) -> None:
+    """Server-side apply one ClusterRole as the tests' field manager."""
+    rbac.patch_cluster_role(
+        manifest["metadata"]["name"],
+        manifest,
+        field_manager="dynconf-tests",
+        force=True,
+        _content_type="application/apply-patch+yaml",
+    )
+
+
 def _bound_kubeconfig(
     kube_client: Any,
     kube_control_plane: Any,
@@ -125,13 +136,7 @@ def _bound_kubeconfig(
     """A kubeconfig for ServiceAccount ``account``, bound to the ClusterRole ``role`` only."""
     token = mint_sa_token(SYSTEM_NAMESPACE, account, expiration_seconds=86400)
     rbac = client.RbacAuthorizationV1Api(kube_client)
-    rbac.patch_cluster_role(
-        role,
-        cluster_role(role, restarts=restarts, audit=audit),
-        field_manager="dynconf-tests",
-        force=True,
-        _content_type="application/apply-patch+yaml",
-    )
+    apply_role(rbac, cluster_role(role, restarts=restarts, audit=audit))
     binding = {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRoleBinding",
@@ -274,13 +279,7 @@ class StatusGrant:
                     resource.endswith("/status") for resource in rule["resources"]
                 )
             ]  # fmt: skip
-        self._rbac.patch_cluster_role(
-            self._role,
-            manifest,
-            field_manager="dynconf-tests",
-            force=True,
-            _content_type="application/apply-patch+yaml",
-        )
+        apply_role(self._rbac, manifest)
 
     def revoke(self) -> None:
         self._apply(status=False)

@@ -74,22 +74,28 @@ def test_a_certificate_minted_on_a_skewed_node_passes_a_strict_handshake_on_the_
 ) -> None:
     """The API server verifies by its own clock: a webhook node ten minutes ahead (or behind)
     must still serve a certificate that is valid there, or every admission fails."""
-    import socket
-    import ssl
-    import threading
-
     skewed = dt.datetime.now(dt.UTC) + dt.timedelta(minutes=skew_minutes)
     minted = mint("dynamic-config-webhook", "dc", DAY, ("127.0.0.1",), now=skewed)
     (tmp_path / "ca.pem").write_bytes(minted.ca)
     (tmp_path / "tls.crt").write_bytes(minted.cert)
     (tmp_path / "tls.key").write_bytes(minted.key)
+    served = _strict_handshake(tmp_path / "ca.pem", tmp_path, "dynamic-config-webhook.dc.svc")
+    assert not served
+
+
+def _strict_handshake(ca: Path, pair: Path, name: str) -> list[BaseException]:
+    """Serve ``pair``'s ``tls.crt``/``tls.key`` on loopback and connect verifying by ``ca``
+    with ``VERIFY_X509_STRICT`` as ``name``; the server side's failures (none when it held)."""
+    import socket
+    import threading
+
     server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    server.load_cert_chain(tmp_path / "tls.crt", tmp_path / "tls.key")
-    client = ssl.create_default_context(cafile=str(tmp_path / "ca.pem"))
+    server.load_cert_chain(pair / "tls.crt", pair / "tls.key")
+    client = ssl.create_default_context(cafile=str(ca))
     client.verify_flags |= ssl.VERIFY_X509_STRICT
+    served: list[BaseException] = []
     with socket.create_server(("127.0.0.1", 0)) as listener:
         port = listener.getsockname()[1]
-        served: list[BaseException] = []
 
         def serve() -> None:
             conn, _ = listener.accept()
@@ -101,14 +107,13 @@ def test_a_certificate_minted_on_a_skewed_node_passes_a_strict_handshake_on_the_
 
         thread = threading.Thread(target=serve, daemon=True)
         thread.start()
-        name = "dynamic-config-webhook.dc.svc"
         with (
-            socket.create_connection(("127.0.0.1", port)) as raw,
+            socket.create_connection(("127.0.0.1", port), timeout=5) as raw,
             client.wrap_socket(raw, server_hostname=name) as tls,
         ):
             tls.sendall(b"x")
         thread.join(5)
-    assert not served
+    return served
 
 
 @pytest.mark.parametrize(
@@ -460,7 +465,7 @@ rotation.run(stop)
 def _valid_on_the_true_clock(kube_client: Any, namespace: str, mwc: str) -> x509.Certificate:
     """The Secret's leaf, checked by the cluster's clock: in its validity window, signed by a
     CA the configuration trusts, and accepted by a strict handshake."""
-    import socket
+    import tempfile
 
     from kubernetes import client
 
@@ -472,27 +477,11 @@ def _valid_on_the_true_clock(kube_client: Any, namespace: str, mwc: str) -> x509
     ca = x509.load_pem_x509_certificate(pair["ca.crt"])
     admission = client.AdmissionregistrationV1Api(kube_client)
     assert all(ca in trusted for trusted in _bundle_cas(admission, mwc))
-    directory = Path(os.environ.get("TMPDIR", "/tmp")) / f"skew-{uuid.uuid4().hex[:8]}"
-    directory.mkdir()
-    for name, content in pair.items():
-        (directory / name).write_bytes(content)
-    server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    server.load_cert_chain(directory / "tls.crt", directory / "tls.key")
-    verifying = ssl.create_default_context(cafile=str(directory / "ca.crt"))
-    verifying.verify_flags |= ssl.VERIFY_X509_STRICT
-    with socket.create_server(("127.0.0.1", 0)) as listener:
-        port = listener.getsockname()[1]
-        accepted = threading.Thread(
-            target=lambda: server.wrap_socket(listener.accept()[0], server_side=True).close(),
-            daemon=True,
-        )
-        accepted.start()
-        with (
-            socket.create_connection(("127.0.0.1", port), timeout=5) as raw,
-            verifying.wrap_socket(raw, server_hostname="127.0.0.1"),
-        ):
-            pass
-        accepted.join(5)
+    with tempfile.TemporaryDirectory() as scratch:
+        directory = Path(scratch)
+        for name, content in pair.items():
+            (directory / name).write_bytes(content)
+        assert not _strict_handshake(directory / "ca.crt", directory, "127.0.0.1")
     return leaf
 
 
