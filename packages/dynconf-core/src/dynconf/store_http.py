@@ -25,15 +25,25 @@ Stores whose client is not requests apply the same :class:`HttpPolicy` in their 
 (S3 gives botocore an empty proxy map; botocore never follows a ``Location``). requests is
 imported only by :func:`store_session`, so a plugin's ``validate`` can read the settings
 without it.
+
+An answer is also bounded in size. A store's document ceiling
+(:attr:`dynconf.stores.StoreSpec.max_bytes`) bounds what a legitimate answer can carry, by how
+the store's wire encodes a document; :class:`BodyBound` is that bound and the one bounded read:
+an answer whose ``Content-Length`` is past it is refused unread, one of unknown length is read
+in chunks and refused as soon as it passes it, and either way the connection is closed rather
+than pooled half-read. ``store_session(..., bound=...)`` applies it to every non-streaming
+answer; a client that is not requests (consul's urllib3) reads through :meth:`BodyBound.read`.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urljoin, urlsplit
 
 from dynconf.errors import Origin, Refusal, RemoteError
@@ -42,7 +52,9 @@ if TYPE_CHECKING:
     import requests
 
 __all__ = [
+    "BODY_CHUNK",
     "THROTTLE_STATUSES",
+    "BodyBound",
     "FOLLOW_REDIRECTS",
     "HTTP_SETTINGS",
     "USE_PROXY",
@@ -72,6 +84,10 @@ THROTTLE_STATUSES: Final = frozenset({429, 503})
 """Statuses that mean "too many requests" / "come back later": a store raises
 :class:`~dynconf.errors.ThrottledError` for them, which the call budget honours."""
 
+BODY_CHUNK: Final = 64 * 1024
+"""Bytes a bounded read takes from the socket at a time: at most this much past the bound
+is ever held."""
+
 log = logging.getLogger("dynconf.store")
 _noted: set[str] = set()
 """Stores already told about ignored proxy variables (one line per store per process)."""
@@ -96,6 +112,61 @@ class HttpPolicy:
             follow_redirects=settings.get(FOLLOW_REDIRECTS, "").strip().lower() in _TRUE,
             use_proxy=settings.get(USE_PROXY, "").strip().lower() in _TRUE,
         )
+
+
+@dataclass(frozen=True, slots=True)
+class BodyBound:
+    """The most bytes one answer may carry while its document stays within ``ceiling``.
+
+    ``limit`` is the body's bound; ``ceiling`` is the document ceiling the refusal names. A
+    refusal is the engine's own (:func:`dynconf.render.check_byte_count`, an
+    :class:`~dynconf.errors.OversizeError`) and names only sizes: the answer's length, or how
+    far a read of unknown length got before it stopped.
+    """
+
+    ceiling: int
+    limit: int
+
+    def __post_init__(self) -> None:
+        if self.limit < self.ceiling:
+            raise ValueError("an answer's bound is never below the document it carries")
+
+    @classmethod
+    def for_documents(
+        cls, ceiling: int, *, expansion: Fraction, envelope: int, documents: int = 1
+    ) -> BodyBound:
+        """The bound for ``documents`` values of at most ``ceiling`` bytes each, each sent as
+        at most ``expansion`` bytes per document byte, plus ``envelope`` bytes around each
+        (the JSON keys, metadata and headers-in-body a store's answer wraps a value in)."""
+        if expansion < 1:
+            raise ValueError("a wire encoding never spells a document in fewer bytes")
+        per_document = math.ceil(ceiling * expansion) + envelope
+        return cls(ceiling, max(1, documents) * per_document)
+
+    def check_length(self, length: str | None) -> None:
+        """Refuse, before a byte of the body is read, an answer whose ``Content-Length`` is
+        past the bound (a missing or unparsable length is left to :meth:`read`)."""
+        if length is not None and length.strip().isdigit() and int(length) > self.limit:
+            self.refuse(int(length))
+
+    def read(self, chunks: Iterable[bytes]) -> bytes:
+        """The body ``chunks`` carry, stopped (and refused) as soon as it passes the bound;
+        the caller closes the connection when this raises."""
+        parts: list[bytes] = []
+        held = 0
+        for chunk in chunks:
+            held += len(chunk)
+            if held > self.limit:
+                self.refuse(held)
+            parts.append(chunk)
+        return b"".join(parts)
+
+    def refuse(self, size: int) -> None:
+        """Raise the engine's refusal for an answer of (at least) ``size`` bytes, ``size``
+        being past :attr:`limit` and so past :attr:`ceiling`."""
+        from dynconf.render import check_byte_count
+
+        check_byte_count(size, self.ceiling)
 
 
 def http_setting_refusals(store: str, settings: Mapping[str, str]) -> list[Refusal]:
@@ -202,13 +273,20 @@ def follow_or_refuse(
 
 
 def store_session(
-    policy: HttpPolicy, *, endpoint: str, subject: str, origin: Origin
+    policy: HttpPolicy,
+    *,
+    endpoint: str,
+    subject: str,
+    origin: Origin,
+    bound: BodyBound | None = None,
 ) -> requests.Session:
     """A requests session that keeps the store's credential on the way to ``endpoint``.
 
     ``subject`` starts the refusal's message (the store's description or its error
     subject); ``origin`` marks the error as this remote's. The caller adds its TLS
-    (``verify``, ``cert``, adapters) as on any session.
+    (``verify``, ``cert``, adapters) as on any session. With ``bound``, every answer not
+    asked for as a stream is read through it before the session hands it back (a stream, such
+    as a watch, is its reader's to bound).
     """
     import requests
 
@@ -233,8 +311,33 @@ def store_session(
 
     session = StoreSession()
     session.trust_env = False
+    if bound is not None:
+        session.hooks["response"].append(_bounded_reader(bound))
     if policy.use_proxy:
         session.proxies.update(requests.utils.get_environ_proxies(endpoint))
     else:
         note_ignored_proxy(subject)
     return session
+
+
+def _bounded_reader(bound: BodyBound) -> Callable[..., requests.Response]:
+    """A requests response hook that reads the body through ``bound``.
+
+    requests runs response hooks before it reads a body it was not asked to stream, so the
+    body is read here, in :data:`BODY_CHUNK` pieces (``iter_content`` turns a broken read into
+    requests' own exceptions), and the session's later read finds it already held.
+    """
+
+    def read_within(response: requests.Response, *_args: Any, **kwargs: Any) -> requests.Response:
+        if kwargs.get("stream"):
+            return response
+        try:
+            bound.check_length(response.headers.get("Content-Length"))
+            body = bound.read(response.iter_content(BODY_CHUNK))
+        except BaseException:
+            response.close()  # the connection is dropped, never pooled half-read
+            raise
+        response._content = body
+        return response
+
+    return read_within

@@ -15,6 +15,11 @@ The store's HTTP policy (:mod:`dynconf.store_http`) is applied here in urllib3's
   :func:`~dynconf.store_http.follow_or_refuse`, so the token reaches another address only
   when the policy allows it, and never another origin.
 
+Every answer is read through the store's :class:`~dynconf.store_http.BodyBound` (when it
+has one): a ``Content-Length`` past it is refused before the body is read, a chunked body is
+read :data:`~dynconf.store_http.BODY_CHUNK` at a time and refused as soon as it passes it,
+and a refused answer's connection is closed, never pooled half-read.
+
 This module imports py-consul and urllib3; :mod:`dynconf_store_consul.transport` imports it
 when a source is built, not when the plugin is discovered.
 """
@@ -30,7 +35,13 @@ from consul import base
 from consul.std import DEFAULT_WAIT, parse_duration
 
 from dynconf.errors import Origin
-from dynconf.store_http import HttpPolicy, follow_or_refuse, note_ignored_proxy
+from dynconf.store_http import (
+    BODY_CHUNK,
+    BodyBound,
+    HttpPolicy,
+    follow_or_refuse,
+    note_ignored_proxy,
+)
 
 __all__ = ["MAX_REDIRECTS", "Urllib3Client"]
 
@@ -57,8 +68,10 @@ class Urllib3Client(base.HTTPClient):  # type: ignore[misc]
         subject: str,
         origin: Origin,
         server_name: str | None = None,
+        bound: BodyBound | None = None,
     ) -> None:
         super().__init__(host, port, scheme, verify, cert)
+        self.bound = bound
         self.timeout = timeout
         self.policy = policy
         self.subject = subject
@@ -103,11 +116,12 @@ class Urllib3Client(base.HTTPClient):  # type: ignore[misc]
                 redirect=False,
                 retries=False,
                 timeout=timeout,
-                preload_content=True,
+                preload_content=False,
             )
+            data = self.body(answer)
             location = answer.headers.get("Location")
             if answer.status not in _REDIRECTS or not location:
-                text = answer.data.decode("utf-8", "replace")
+                text = data.decode("utf-8", "replace")
                 return base.Response(answer.status, answer.headers, text)
             url = follow_or_refuse(
                 self.policy,
@@ -120,6 +134,20 @@ class Urllib3Client(base.HTTPClient):  # type: ignore[misc]
             if answer.status == 303 or (answer.status in (301, 302) and method == "POST"):
                 method, body = "GET", None  # what a browser, and requests, do
         return base.Response(599, {}, "")  # pragma: no cover - loop guard, see MAX_REDIRECTS
+
+    def body(self, answer: urllib3.BaseHTTPResponse) -> bytes:
+        """The answer's body, read within :attr:`bound`; the connection goes back to the
+        pool only when the body was read to its end."""
+        try:
+            if self.bound is None:
+                return answer.read()
+            self.bound.check_length(answer.headers.get("Content-Length"))
+            return self.bound.read(answer.stream(BODY_CHUNK))
+        except BaseException:
+            answer.close()  # refused or broken half-way: drop the connection
+            raise
+        finally:
+            answer.release_conn()
 
     def get(
         self,

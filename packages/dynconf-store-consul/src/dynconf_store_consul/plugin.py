@@ -12,6 +12,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Final
 
 from dynconf.errors import Refusal
+from dynconf.limits import MAX_DOCUMENT_BYTES
 from dynconf.plugins import hookimpl
 from dynconf.store_http import HTTP_SETTINGS, HttpPolicy
 from dynconf.stores import (
@@ -203,7 +204,12 @@ class ConsulStoreType(StoreTypeBase):
             StaticCredential,
         )
         from dynconf_store_consul.source import DEFAULT_WAIT, ConsulSource
-        from dynconf_store_consul.transport import DEFAULT_TIMEOUT, Transport, parse_endpoint
+        from dynconf_store_consul.transport import (
+            DEFAULT_TIMEOUT,
+            Transport,
+            answer_bound,
+            parse_endpoint,
+        )
 
         description = self.admit(spec)
         endpoint = parse_endpoint(spec.endpoint)
@@ -232,6 +238,10 @@ class ConsulStoreType(StoreTypeBase):
             timeout=spec.timeout or DEFAULT_TIMEOUT,
             describe=description,
             policy=HttpPolicy.from_settings(spec.extra),
+            bound=answer_bound(
+                spec.max_bytes or MAX_DOCUMENT_BYTES,
+                [each.lstrip("/") for each in spec.keys] or [key],
+            ),
         )
         wait = spec.extra.get("wait")
         return ConsulSource(

@@ -13,6 +13,11 @@ at once. A failed query is reported and retried after a fixed 5 s, as the refere
 does; a refused credential is raised after the one re-login a login method allows. Queries
 start at least :data:`~dynconf.stores.WATCH_FLOOR` apart, so an agent that answers a blocking
 query at once with an unmoved index is asked at most twice a second, not hundreds of times.
+
+Every answer is read within the bound the document ceiling sets
+(:func:`~dynconf_store_consul.transport.answer_bound`): a value past it is refused with the
+engine's :class:`~dynconf.errors.OversizeError` before it is held whole; the watch reports
+it and asks again after the retry pause.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 from typing import Final
 
-from dynconf.errors import AuthError, DynconfError, Origin, RemoteError
+from dynconf.errors import AuthError, DynconfError, Origin, OversizeError, RemoteError
 from dynconf.sources import SourceSupport
 from dynconf.store_http import THROTTLE_STATUSES, retry_after
 from dynconf.stores import ABSENT, Absent, Fetched, Pace, layered, report_watching, same_document
@@ -117,6 +122,13 @@ class ConsulSource(SourceSupport):
             except AuthError:
                 self.connected = False
                 raise
+            except OversizeError as exc:
+                # the agent answered; its value is past the ceiling (refused within the
+                # bound): reported, and asked again after the retry pause, not at once
+                self.report(exc)
+                if self.pause(self._retry_wait, stop):
+                    return
+                continue
             except DynconfError as exc:
                 self.connected = False
                 self.report(exc)

@@ -17,18 +17,31 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 from typing import Final
 from urllib.parse import urlsplit
 
 from dynconf.errors import Origin, Refusal, RemoteError
-from dynconf.store_http import HttpPolicy
+from dynconf.store_http import BodyBound, HttpPolicy
 from dynconf.stores import TlsSettings, redact_url
 
-__all__ = ["DEFAULT_TIMEOUT", "Endpoint", "Reply", "Transport", "parse_endpoint"]
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "ENTRY_ENVELOPE",
+    "Endpoint",
+    "Reply",
+    "Transport",
+    "answer_bound",
+    "parse_endpoint",
+]
 
 DEFAULT_TIMEOUT: Final = 10.0
 """Seconds one request may take, excluding a blocking query's own wait."""
+ENTRY_ENVELOPE: Final = 1024
+"""Bytes a KV entry's fields other than ``Key`` and ``Value`` take in an answer, with room
+to spare (``LockIndex``, ``Flags``, ``CreateIndex``, ``ModifyIndex``, ``Session``, the
+brackets and a transaction's ``Results``/``KV`` wrapping and ``Index``)."""
 
 _DEFAULT_PORTS: Final = {"http": 80, "https": 443}
 
@@ -84,6 +97,24 @@ def parse_endpoint(text: str) -> Endpoint | Refusal:
     return Endpoint(scheme, parts.hostname, port or _DEFAULT_PORTS[scheme])
 
 
+def answer_bound(ceiling: int, keys: Sequence[str]) -> BodyBound:
+    """The most bytes a Consul answer may carry when each key's value is within ``ceiling``.
+
+    Consul sends a KV value of N bytes base64-encoded inside a JSON entry:
+    ``[{"Key": "<key>", "Value": "<base64>", ...}]``. Base64 spells every 3 bytes (the last
+    group padded) as 4, so the value takes at most 4/3·N + 4 bytes, and needs no JSON
+    escaping. The key is JSON-escaped by Go's encoder, at most 6 bytes per byte
+    (``\\u003c`` for ``<``); the other fields fit in :data:`ENTRY_ENVELOPE`. So one entry is
+    at most 4/3·N + 6·len(key) + ``ENTRY_ENVELOPE`` + 4 bytes, and a read of several keys (one
+    transaction) at most the sum over its keys. The same bound holds every other answer the
+    store reads (a login, a key listing), all far smaller.
+    """
+    envelope = ENTRY_ENVELOPE + 4 + 6 * max(len(key.encode("utf-8")) for key in keys)
+    return BodyBound.for_documents(
+        ceiling, expansion=Fraction(4, 3), envelope=envelope, documents=len(keys)
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class Reply:
     """One HTTP answer: status, headers (case-insensitive mapping) and body text."""
@@ -135,7 +166,10 @@ class Transport:
         timeout: float,
         describe: str,
         policy: HttpPolicy | None = None,
+        bound: BodyBound | None = None,
     ) -> None:
+        """``bound``: the most bytes one answer may carry (:func:`answer_bound`); an answer
+        past it raises the engine's :class:`~dynconf.errors.OversizeError` unread."""
         from dynconf_store_consul.http import Urllib3Client
 
         verify, cert = _verify_and_cert(tls, describe)
@@ -155,6 +189,7 @@ class Transport:
             subject=describe,
             origin=Origin.remote(describe),
             server_name=tls.server_name or None,
+            bound=bound,
         )
 
     def call(

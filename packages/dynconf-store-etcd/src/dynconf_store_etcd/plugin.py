@@ -81,6 +81,7 @@ class EtcdStoreType(StoreTypeBase):
                 (each, spec.extra.get("format") or format_from_key(each) or "json")
                 for each in spec.keys
             ],
+            max_bytes=spec.max_bytes,
         )
 
 

@@ -9,6 +9,11 @@ Authentication is the gateway's token: ``POST /v3/auth/authenticate`` trades the
 password for a token sent as the ``Authorization`` header. etcd3gw has no auth of its own,
 so the token lives on the client's ``requests`` session. A token the server calls invalid
 (simple tokens expire after their TTL of idleness) is traded for a fresh one once.
+
+Every answer is read within :func:`answer_bound` of the document ceiling
+(:attr:`~dynconf.stores.StoreSpec.max_bytes`): a range answer past it is refused with the
+engine's :class:`~dynconf.errors.OversizeError` before it is held whole (unread when its
+``Content-Length`` says so), and a watch line past it ends the stream the same way.
 """
 
 from __future__ import annotations
@@ -20,11 +25,19 @@ import logging
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
+from fractions import Fraction
 from typing import TYPE_CHECKING, Any, Final
 
-from dynconf.errors import AuthError, DynconfError, Origin, RemoteError
+from dynconf.errors import AuthError, DynconfError, Origin, OversizeError, RemoteError
+from dynconf.limits import MAX_DOCUMENT_BYTES
 from dynconf.sources import SourceSupport
-from dynconf.store_http import THROTTLE_STATUSES, HttpPolicy, retry_after, store_session
+from dynconf.store_http import (
+    THROTTLE_STATUSES,
+    BodyBound,
+    HttpPolicy,
+    retry_after,
+    store_session,
+)
 from dynconf.stores import (
     ABSENT,
     Absent,
@@ -44,7 +57,7 @@ if TYPE_CHECKING:
     import requests
     from etcd3gw.client import Etcd3Client
 
-__all__ = ["DEFAULT_TIMEOUT", "EtcdSource"]
+__all__ = ["DEFAULT_TIMEOUT", "KV_ENVELOPE", "EtcdSource", "answer_bound"]
 
 log = logging.getLogger("dynconf.store.etcd")
 
@@ -54,6 +67,29 @@ RECONNECT_BASE: Final = 0.5
 RECONNECT_CEILING: Final = 30.0
 STALE_TOKEN_RECOVERIES: Final = 3
 """Consecutive expired-token recoveries of the stream before it is reported as refused."""
+
+KV_ENVELOPE: Final = 1024
+"""Bytes a range answer spends around one key-value beyond its base64 key and value, with
+room to spare: the ``header`` (cluster and member ids, revision, raft term), the revisions,
+``version``, ``lease``, ``count`` and a transaction's ``responses``/``response_range``."""
+
+
+def answer_bound(ceiling: int, keys: Sequence[str]) -> BodyBound:
+    """The most bytes a gateway answer may carry when each key's value is within ``ceiling``.
+
+    The gateway writes a key-value as JSON whose ``key`` and ``value`` are base64 (the
+    protobuf ``bytes`` mapping), which spells every 3 bytes (the last group padded) as 4 and
+    needs no JSON escaping: a value of N bytes takes at most 4/3·N + 4 bytes, its key
+    4/3·len(key) + 4, and the rest fits in :data:`KV_ENVELOPE`. A read of several keys (one
+    transaction) is at most the sum over its keys; a watch line carries one such key-value per
+    event. Every other answer (a login, an error) is far smaller.
+    """
+    longest = max(len(key.encode("utf-8")) for key in keys)
+    envelope = KV_ENVELOPE + 4 + (4 * longest + 2) // 3 + 4
+    return BodyBound.for_documents(
+        ceiling, expansion=Fraction(4, 3), envelope=envelope, documents=len(keys)
+    )
+
 
 # gRPC status codes the gateway puts in its error bodies (google.golang.org/grpc/codes).
 _INVALID_ARGUMENT: Final = 3
@@ -89,9 +125,11 @@ class EtcdSource(SourceSupport):
         timeout: float | None = None,
         policy: HttpPolicy | None = None,
         keys: Sequence[tuple[str, str]] = (),
+        max_bytes: int | None = None,
     ) -> None:
         """``keys``: (key, format) pairs read in one transaction, at one revision, as one
-        layered document (later keys win); empty: the one ``key``."""
+        layered document (later keys win); empty: the one ``key``. ``max_bytes``: the
+        document ceiling (the engine's 8 MiB when ``None``), which bounds every answer."""
         self._endpoint = endpoint
         self._policy = policy or HttpPolicy()
         self._key = key
@@ -105,6 +143,9 @@ class EtcdSource(SourceSupport):
         self._token: str | None = None
         self._lock = threading.Lock()
         self._keys = tuple(keys)
+        self._bound = answer_bound(
+            max_bytes or MAX_DOCUMENT_BYTES, [each for each, _ in self._keys] or [key]
+        )
 
     # -- protocol ---------------------------------------------------------------------
 
@@ -158,7 +199,9 @@ class EtcdSource(SourceSupport):
             except AuthError as error:
                 self.report(error)
                 raise
-            except RemoteError as error:
+            except (RemoteError, OversizeError) as error:
+                # a value past the ceiling leaves the stream half-read: it is reopened after
+                # a fresh read, which keeps refusing (bounded) until the value fits again
                 self.report(error)
                 pace.failed()
                 self.pause(pace.next_wait(), stop)
@@ -279,6 +322,8 @@ class EtcdSource(SourceSupport):
                 if item is None:
                     continue
                 if isinstance(item, StreamEnded):
+                    if isinstance(item.failure, OversizeError):
+                        raise item.failure
                     if item.failure is None:
                         raise self.remote_error("closed the watch stream")
                     raise self.remote_error(
@@ -321,7 +366,7 @@ class EtcdSource(SourceSupport):
             if error.code == _UNAUTHENTICATED and self._username:
                 raise _StaleToken
             raise self._translate(error)
-        return WatchStream(response)
+        return WatchStream(response, self._bound)
 
     def _answers(self, item: StreamItem, pace: Pace) -> Iterator[Fetched | Absent]:
         if item.error is not None:
@@ -390,6 +435,7 @@ class EtcdSource(SourceSupport):
             endpoint=f"{self._endpoint.scheme}://{host}:{self._endpoint.port}",
             subject=self.error_subject,
             origin=Origin.remote(self.description),
+            bound=self._bound,
         )
         if self._tls.ca_file:
             session.verify = self._tls.ca_file

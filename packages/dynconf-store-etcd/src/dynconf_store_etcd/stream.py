@@ -3,7 +3,10 @@
 The gateway answers ``POST /v3/watch`` with a never-ending HTTP body of JSON lines, one
 ``WatchResponse`` (or one error) per line. A blocking read cannot notice a stop request, so
 a daemon thread reads the lines into a queue and the watch loop waits on the queue in short
-slices; :meth:`WatchStream.close` shuts the socket down, which ends the reading thread.
+slices; :meth:`WatchStream.close` shuts the socket down, which ends the reading thread. A
+line longer than the source's :class:`~dynconf.store_http.BodyBound` ends the stream with
+the engine's :class:`~dynconf.errors.OversizeError` as soon as it passes it, so a value past
+the ceiling is never held whole.
 
 etcd3gw's own ``Watcher`` is not used: it drops the response header (the revision a resume
 needs), swallows a stream error inside an executor, and cannot tell a cancelled watch from
@@ -20,8 +23,12 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
+from dynconf.store_http import BODY_CHUNK
+
 if TYPE_CHECKING:
     import requests
+
+    from dynconf.store_http import BodyBound
 
 __all__ = ["STOP_SLICE", "StreamEnded", "StreamItem", "WatchStream"]
 
@@ -47,8 +54,9 @@ class StreamEnded:
 class WatchStream:
     """Reads one streaming response on a daemon thread; :meth:`next` waits on what it read."""
 
-    def __init__(self, response: requests.Response) -> None:
+    def __init__(self, response: requests.Response, bound: BodyBound) -> None:
         self._response = response
+        self._bound = bound
         self._queue: queue.Queue[StreamItem | StreamEnded] = queue.Queue()
         self._closed = threading.Event()
         self._thread = threading.Thread(target=self._pump, name="dynconf-etcd-watch", daemon=True)
@@ -57,12 +65,16 @@ class WatchStream:
     def _pump(self) -> None:
         try:
             pending = b""
-            for chunk in self._response.iter_content(chunk_size=None):
+            for chunk in self._response.iter_content(chunk_size=BODY_CHUNK):
                 pending += chunk
                 *lines, pending = pending.split(b"\n")
                 for line in lines:
+                    if len(line) > self._bound.limit:
+                        self._bound.refuse(len(line))
                     if line.strip() and not self._decode(line):
                         return
+                if len(pending) > self._bound.limit:
+                    self._bound.refuse(len(pending))
             self._queue.put(StreamEnded())
         except Exception as exc:  # the reader must hand every failure to the loop
             self._queue.put(StreamEnded(None if self._closed.is_set() else exc))

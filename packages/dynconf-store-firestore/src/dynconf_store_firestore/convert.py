@@ -36,7 +36,7 @@ from typing import Any
 
 from dynconf.document import Document, Value
 
-__all__ = ["UnconvertibleField", "plain_document", "plain_value", "rfc3339"]
+__all__ = ["UnconvertibleField", "plain_document", "plain_value", "rfc3339", "text_size_floor"]
 
 
 class UnconvertibleField(Exception):
@@ -95,3 +95,35 @@ def plain_value(value: Any, path: str) -> Value:
     if isinstance(value, Sequence):
         return [plain_value(v, f"{path}[{i}]") for i, v in enumerate(value)]
     raise UnconvertibleField(path, type(value).__name__)
+
+
+def text_size_floor(fields: Mapping[str, Any]) -> int:
+    """The fewest bytes the document's JSON text can take, counted without converting it.
+
+    Every key and string is written at least as long as its UTF-8 (plus its quotes), bytes at
+    least as long as their base64, and every other value in at least one byte; escaping, the
+    separators and the spelling of numbers only add. So a floor past the ceiling is a
+    document past it, refused before the conversion and the JSON encoding are paid for.
+    """
+    total = 2  # the document's braces
+    pending: list[Any] = []
+    for name, value in fields.items():
+        total += len(str(name).encode("utf-8")) + 3  # the quotes and the colon
+        pending.append(value)
+    while pending:
+        value = pending.pop()
+        if isinstance(value, str):
+            total += len(value.encode("utf-8")) + 2
+        elif isinstance(value, bytes | bytearray | memoryview):
+            total += 4 * ((len(value) + 2) // 3) + 2
+        elif isinstance(value, Mapping):
+            total += 2
+            for name, item in value.items():
+                total += len(str(name).encode("utf-8")) + 3
+                pending.append(item)
+        elif isinstance(value, Sequence):
+            total += 2
+            pending.extend(value)
+        else:
+            total += 1
+    return total

@@ -212,7 +212,10 @@ class FirestoreStoreType(StoreTypeBase):
             use_proxy=HttpPolicy.from_settings(spec.extra).use_proxy,
         )
         return FirestoreSource(
-            connection, description=description, timeout=spec.timeout or DEFAULT_TIMEOUT
+            connection,
+            description=description,
+            timeout=spec.timeout or DEFAULT_TIMEOUT,
+            max_bytes=spec.max_bytes,
         )
 
 

@@ -2,7 +2,11 @@
 
 ``fetch`` is one ``GetDocument`` call: the snapshot's fields converted by
 :mod:`dynconf_store_firestore.convert`, the document's ``update_time`` (RFC 3339) as the
-revision, :data:`ABSENT` when the document does not exist.
+revision, :data:`ABSENT` when the document does not exist. Firestore bounds a document at
+1 MiB, so the read itself is bounded by the server; a document whose JSON text cannot fit
+the ceiling (:attr:`~dynconf.stores.StoreSpec.max_bytes`, measured by
+:func:`~dynconf_store_firestore.convert.text_size_floor`) is refused with the engine's
+:class:`~dynconf.errors.OversizeError` before it is converted.
 
 ``changes`` is the push watch: a snapshot listener (Firestore's ``Listen`` stream, through
 the client library's ``on_snapshot``). The library re-opens the stream after transient
@@ -23,7 +27,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from dynconf.errors import AuthError, DynconfError
+from dynconf.errors import AuthError, DynconfError, OversizeError
+from dynconf.render import DEFAULT_MAX_DOCUMENT_BYTES, check_byte_count
 from dynconf.sources import SourceSupport
 from dynconf.store_http import note_ignored_proxy
 from dynconf.stores import (
@@ -35,7 +40,12 @@ from dynconf.stores import (
     read_credential,
     same_document,
 )
-from dynconf_store_firestore.convert import UnconvertibleField, plain_document, rfc3339
+from dynconf_store_firestore.convert import (
+    UnconvertibleField,
+    plain_document,
+    rfc3339,
+    text_size_floor,
+)
 from dynconf_store_firestore.plugin import FirestoreStoreType, Target
 
 __all__ = ["DEFAULT_TIMEOUT", "Connection", "FailureSink", "FirestoreSource"]
@@ -80,8 +90,11 @@ class FirestoreSource(SourceSupport):
         description: str,
         timeout: float = DEFAULT_TIMEOUT,
         on_failure: FailureSink | None = None,
+        max_bytes: int | None = None,
     ) -> None:
+        """``max_bytes``: the document ceiling (the engine's 8 MiB when ``None``)."""
         self._connection = connection
+        self._max_bytes = max_bytes or DEFAULT_MAX_DOCUMENT_BYTES
         self.description = description
         self._timeout = timeout
         self.on_failure = on_failure
@@ -148,8 +161,10 @@ class FirestoreSource(SourceSupport):
     def _answer(self, snapshot: Any | None) -> Fetched | Absent:
         if snapshot is None:
             return ABSENT
+        fields = snapshot.to_dict() or {}
+        check_byte_count(text_size_floor(fields), self._max_bytes)
         try:
-            document = plain_document(snapshot.to_dict() or {})
+            document = plain_document(fields)
         except UnconvertibleField as exc:
             raise self.remote_error(
                 f"field `{exc.path}` holds a {exc.type_name}, which has no plain-document "
@@ -234,7 +249,13 @@ class FirestoreSource(SourceSupport):
                         continue
                     self.connected = True
                     pace.succeeded()
-                    answer = self._answer(docs[0] if docs else None)
+                    try:
+                        answer = self._answer(docs[0] if docs else None)
+                    except OversizeError as exc:
+                        # the listener is fine; the document is not: reported, and the
+                        # next snapshot within the ceiling is compared as ever
+                        self.report(exc)
+                        continue
                     if last is None:
                         last = answer
                     elif not same_document(answer, last):

@@ -226,7 +226,7 @@ class NatsStoreType(StoreTypeBase):
         )
         format_name = (spec.extra.get("format") or format_from_key(key.key) or "").lower()
         load_client()
-        return NatsSource(settings, key.bucket, key.key, format_name)
+        return NatsSource(settings, key.bucket, key.key, format_name, max_bytes=spec.max_bytes)
 
 
 NATS_STORE: Final = NatsStoreType()

@@ -14,6 +14,12 @@ backoff and reopens the watcher; if the key's revision moved while the stream wa
 reopened watcher's opening entry is delivered, so a change made during the outage is not
 lost. A refused credential or a missing bucket ends the watch with the error.
 
+A value is measured against the document ceiling (:attr:`~dynconf.stores.StoreSpec.max_bytes`)
+before it is decoded: one past it is refused with the engine's
+:class:`~dynconf.errors.OversizeError`. The read itself is bounded by the server: a message
+never exceeds its ``max_payload`` (1 MiB by default, 64 MiB at most), which nats-py holds
+whole before the source sees it; the watch reports a value past the ceiling and goes on.
+
 All NATS work runs on the source's :class:`~dynconf_store_nats.connection.HomeLoop`; see
 that module for why.
 """
@@ -27,7 +33,15 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from dynconf.errors import AuthError, BackendError, DynconfError, Origin, RemoteError
+from dynconf.errors import (
+    AuthError,
+    BackendError,
+    DynconfError,
+    Origin,
+    OversizeError,
+    RemoteError,
+)
+from dynconf.render import DEFAULT_MAX_DOCUMENT_BYTES, check_byte_count
 from dynconf.sources import SourceSupport
 from dynconf.stores import ABSENT, Absent, Fetched, Pace
 from dynconf_store_nats.connection import ConnectSettings, HomeLoop, classify, connect
@@ -79,8 +93,11 @@ class NatsSource(SourceSupport):
         format_name: str,
         *,
         on_failure: FailureSink | None = None,
+        max_bytes: int | None = None,
     ) -> None:
+        """``max_bytes``: the document ceiling (the engine's 8 MiB when ``None``)."""
         self._settings = settings
+        self._max_bytes = max_bytes or DEFAULT_MAX_DOCUMENT_BYTES
         self._bucket = bucket
         self._key = key
         self._format = format_name
@@ -271,7 +288,7 @@ class NatsSource(SourceSupport):
                 continue
             try:
                 answer = self._answer(entry)
-            except RemoteError as exc:
+            except (RemoteError, OversizeError) as exc:
                 self.report(exc)
                 cursor.revision = max(cursor.revision, entry.revision)
                 continue
@@ -311,6 +328,7 @@ class NatsSource(SourceSupport):
         return self._document(entry.value, entry.revision)
 
     def _document(self, value: bytes | None, revision: int | None) -> Fetched:
+        check_byte_count(len(value or b""), self._max_bytes)
         try:
             text = (value or b"").decode("utf-8")
         except UnicodeDecodeError:

@@ -27,6 +27,7 @@ from typing import Any, Final
 from urllib.parse import parse_qsl
 
 from dynconf.errors import AuthError, DynconfError, Origin, RemoteError, ThrottledError
+from dynconf.limits import MAX_DOCUMENT_BYTES
 from dynconf.sources import SourceSupport
 from dynconf.store_http import THROTTLE_STATUSES, HttpPolicy
 from dynconf.stores import (
@@ -42,7 +43,7 @@ from dynconf.stores import (
 )
 from dynconf_store_vault.auth import TokenKeeper, login_for
 from dynconf_store_vault.lease import LeaseAction, LeaseSchedule, certificate_ttl
-from dynconf_store_vault.transport import Answer, Transport
+from dynconf_store_vault.transport import Answer, Transport, answer_bound
 
 __all__ = ["DEFAULT_TIMEOUT", "VaultSource", "describe_spec", "split_key"]
 
@@ -105,6 +106,7 @@ class VaultSource(SourceSupport):
             timeout=spec.timeout or DEFAULT_TIMEOUT,
             origin=self._origin,
             policy=HttpPolicy.from_settings(spec.extra),
+            bound=answer_bound(spec.max_bytes or MAX_DOCUMENT_BYTES),
         )
         self.keeper = TokenKeeper(
             self._transport, login_for(spec, self._origin), spec.token, self._origin

@@ -2,8 +2,10 @@
 
 hvac's own helpers raise one exception class per status and keep the response body on the
 exception; this store decides retries on the status code alone and never quotes a body, so
-it asks the adapter not to raise and reads ``status_code`` itself. Everything here is
-imported only when a vault source is built.
+it asks the adapter not to raise and reads ``status_code`` itself. Every answer is read
+within the store's :class:`~dynconf.store_http.BodyBound` (:func:`answer_bound`): one past
+it is refused with the engine's :class:`~dynconf.errors.OversizeError` before it is held
+whole. Everything here is imported only when a vault source is built.
 """
 
 from __future__ import annotations
@@ -11,17 +13,39 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from fractions import Fraction
+from typing import Any, Final
 
 import requests
 from hvac.adapters import RawAdapter
 from requests.adapters import HTTPAdapter
 
 from dynconf.errors import Origin, RemoteError
-from dynconf.store_http import HttpPolicy, retry_after, store_session
+from dynconf.store_http import BodyBound, HttpPolicy, retry_after, store_session
 from dynconf.stores import TlsSettings
 
-__all__ = ["Answer", "Transport"]
+__all__ = ["ANSWER_ENVELOPE", "Answer", "Transport", "answer_bound"]
+
+ANSWER_ENVELOPE: Final = 256 * 1024
+"""Bytes a Vault answer may spend around the secret's fields: ``request_id``, ``lease_*``,
+``warnings``, ``auth`` and the version's ``metadata``, whose ``custom_metadata`` alone may
+hold 64 pairs of a 128-byte key and a 512-byte value (each escaped at most 6 bytes per byte:
+240 KiB)."""
+
+
+def answer_bound(ceiling: int) -> BodyBound:
+    """The most bytes a Vault answer may carry when the document it renders is within
+    ``ceiling``.
+
+    The document is the secret's fields as JSON (Python's encoder, UTF-8 kept as is); Vault
+    sends the same fields as JSON from Go's encoder, which writes each character at most 6
+    bytes long for each byte the document spends on it: ``<``, ``>`` and ``&`` as ``\\u003c``
+    (1 byte → 6), a control character as ``\\u00XX`` (where the document spends at least 1),
+    U+2028 / U+2029 as ``\\u2028`` (3 → 6); everything else no longer than the document's
+    spelling. So the answer is at most 6·N bytes plus :data:`ANSWER_ENVELOPE`. The same bound
+    holds every other answer (a login, a metadata read, a lease renewal), all far smaller.
+    """
+    return BodyBound.for_documents(ceiling, expansion=Fraction(6), envelope=ANSWER_ENVELOPE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +94,10 @@ class Transport:
         timeout: float,
         origin: Origin,
         policy: HttpPolicy | None = None,
+        bound: BodyBound | None = None,
     ) -> None:
+        """``bound``: the most bytes one answer may carry (:func:`answer_bound`); an answer
+        past it raises :class:`~dynconf.errors.OversizeError` from :meth:`call`, unread."""
         self.address = address.rstrip("/")
         self.timeout = timeout
         self._origin = origin
@@ -81,6 +108,7 @@ class Transport:
             endpoint=self.address,
             subject=f"vault {self.address}",
             origin=origin,
+            bound=bound,
         )
         if tls.server_name:
             session.mount("https://", _ServerNameAdapter(tls.server_name))
