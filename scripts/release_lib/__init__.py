@@ -402,6 +402,24 @@ def _tag_first_main(argv: Sequence[str], repo: Path) -> int:
 ARTIFACT_COMMANDS: Final = ("artifacts", "bundle")
 """``scripts/release artifacts|bundle …``: the images and the chart (``artifacts.py``)."""
 
+COMMANDS: Final = {
+    "tag-first": "tag HEAD as the first release of every package: <package>-v<version>",
+    "artifacts": "publish the images and the chart to an OCI registry, signed and verified",
+    "bundle": "write the air-gap tarball of a release that `artifacts` published",
+}
+"""Every command besides releasing one package, with the line ``--help`` shows for it."""
+SUBCOMMANDS_HELP: Final = "commands (each takes --help):\n" + "".join(
+    f"  {name:<11} {summary}\n" for name, summary in COMMANDS.items()
+)
+
+
+def _version_text(repo: Path) -> str:
+    """``scripts/release <the workspace's version>``, or ``unknown`` when it has none."""
+    try:
+        return f"scripts/release {current_version(repo)}"
+    except (OSError, ReleaseError):
+        return "scripts/release unknown"
+
 
 def main(argv: Sequence[str] | None = None, repo: Path = REPO) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -413,9 +431,13 @@ def main(argv: Sequence[str] | None = None, repo: Path = REPO) -> int:
         return _tag_first_main(argv[1:], repo)
     parser = argparse.ArgumentParser(
         prog="scripts/release",
-        description="Release one package: bump its version, check its changelog, build its "
+        usage=f"%(prog)s PACKAGE VERSION [options]\n       %(prog)s {{{','.join(COMMANDS)}}} ...",
+        description="Release one package: bump its version, check its changelog, build its\n"
         "sdist and wheel, tag <package>-v<version>.",
+        epilog=SUBCOMMANDS_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=_version_text(repo))
     parser.add_argument("package", help="the distribution name, e.g. dynconf-store-redis")
     parser.add_argument("version", help="the version to release, e.g. 0.1.1")
     parser.add_argument("--dry-run", action="store_true", help="print the steps, take none")

@@ -13,9 +13,9 @@ import argparse
 import logging
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, Final, Literal, NoReturn
 
 from dynconf.budget import ledger
 from dynconf.errors import DynconfError
@@ -25,9 +25,59 @@ if TYPE_CHECKING:
     from dynconf.follow import StoreDriver
     from dynconf.pipeline import RenderRequest
 
-__all__ = ["main"]
+__all__ = [
+    "HELP_FLAGS",
+    "VERSION_FLAG",
+    "asked_for",
+    "distribution_version",
+    "main",
+    "version_line",
+]
 
 log = logging.getLogger("dynconf.cli")
+
+HELP_FLAGS: Final = ("-h", "--help")
+VERSION_FLAG: Final = "--version"
+
+
+def distribution_version(distribution: str) -> str:
+    """The installed version of ``distribution`` (its metadata); ``0.0.0`` when not installed.
+
+    The one place a program learns its own version: ``--version`` of every console script
+    and the version a program reports about itself.
+    """
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(distribution)
+    except PackageNotFoundError:
+        return "0.0.0"
+
+
+def version_line(program: str, distribution: str) -> str:
+    """What ``<program> --version`` prints: ``<program> <version>`` and a newline."""
+    return f"{program} {distribution_version(distribution)}\n"
+
+
+def asked_for(
+    argv: Sequence[str], value_flags: Collection[str]
+) -> Literal["help", "version"] | None:
+    """``help`` or ``version`` when a flag position of ``argv`` holds ``-h``/``--help`` or
+    ``--version`` (whichever comes first), else ``None``.
+
+    For the programs that parse their flags by hand: the word after one of ``value_flags``
+    is that flag's value, not a flag, so ``--key --help`` asks for nothing. Either answer
+    means print and exit 0 before any settings are read.
+    """
+    index = 0
+    while index < len(argv):
+        arg = argv[index]
+        if arg in HELP_FLAGS:
+            return "help"
+        if arg == VERSION_FLAG:
+            return "version"
+        index += 2 if arg in value_flags else 1
+    return None
 
 
 class _Parser(argparse.ArgumentParser):
@@ -55,6 +105,9 @@ def _octal(text: str) -> int:
 
 def _build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="dynconf", description="Layered, live configuration.")
+    parser.add_argument(
+        VERSION_FLAG, action="version", version=version_line("dynconf", "dynconf-core").strip()
+    )
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     resolve = commands.add_parser("resolve", help="print the resolved section of a spec as JSON")

@@ -20,7 +20,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 from dynconf.budget import Budget, parse_budget
 from dynconf.errors import DynconfError
@@ -36,7 +36,9 @@ from dynconf_k8s.vocabulary import ON_DELETE, ON_DRIFT, STARTUP_POLICIES, STORES
 
 __all__ = [
     "output_extensions",
+    "HELP",
     "USAGE",
+    "asked_for_info",
     "AgentSettings",
     "UsageError",
     "parse_args",
@@ -128,6 +130,26 @@ def _store_usage() -> str:
 
 
 USAGE: Final = _BOOK_USAGE + _store_usage()
+HELP: Final = USAGE + (
+    "\n  -h, --help             print this text and exit (any position)\n"
+    "  --version              print the agent's version and exit\n"
+)
+"""What ``--help`` prints: :data:`USAGE` (the contract's flags) and the two that only ask."""
+
+
+def asked_for_info(argv: Sequence[str]) -> Literal["help", "version"] | None:
+    """``help`` or ``version`` when the command line asks (:func:`dynconf.cli.asked_for`).
+
+    Neither is a contract flag: the webhook never writes them, and a run that asks starts
+    nothing, so they are answered before the registry, the environment or any flag is read.
+    """
+    if list(argv[:1]) == ["help"]:
+        return "help"
+    if not {"-h", "--help", "--version"} & set(argv):
+        return None  # the usual start: the init agent's imports stay as few as they are
+    from dynconf.cli import asked_for
+
+    return asked_for(argv, VALUE_FLAGS)
 
 
 class UsageError(Exception):

@@ -32,7 +32,14 @@ from dynconf.plugins import (
     use_registry,
 )
 from dynconf.stores import Lease, StoreType
-from dynconf_k8s.agent.flags import USAGE, AgentSettings, UsageError, parse_args
+from dynconf_k8s.agent.flags import (
+    HELP,
+    USAGE,
+    AgentSettings,
+    UsageError,
+    asked_for_info,
+    parse_args,
+)
 from dynconf_k8s.agent.once import AgentFatal, render_once
 from dynconf_k8s.agent.tracing import Tracing, tracing_from_env
 
@@ -41,7 +48,7 @@ if TYPE_CHECKING:  # the sidecar's modules: an init agent never imports them (ag
     from dynconf_k8s.agent.loop import WatchLoop
     from dynconf_k8s.agent.metrics import AgentMetrics
 
-__all__ = ["BAKED_LOCK", "main", "run", "store_state_dir"]
+__all__ = ["BAKED_LOCK", "first_fatal", "main", "run", "store_state_dir"]
 
 BAKED_LOCK: Final = Path("/opt/dynamic-config/plugins.lock")
 """Where the agent image bakes its plugin lock; ``DYNCONF_PLUGIN_LOCK`` overrides it."""
@@ -106,11 +113,17 @@ def _fatal(message: str) -> int:
 def run(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
     """Parse, check, then render once or watch; the exit code (0 or 1)."""
     env = os.environ if environ is None else environ
-    configure_logging(environ=env)
     args = list(sys.argv[1:] if argv is None else argv)
-    if args and args[0] in ("-h", "--help", "help"):
-        sys.stdout.write(USAGE)
+    asked = asked_for_info(args)
+    if asked == "help":
+        sys.stdout.write(HELP)
         return 0
+    if asked == "version":
+        from dynconf.cli import version_line
+
+        sys.stdout.write(version_line("dynamic-config-agent", "dynconf-k8s"))
+        return 0
+    configure_logging(environ=env)
     # The registry first, installed as the process's: parsing asks it which extensions the
     # loaded formats write, so this is the process's one plugin load (parsing first would
     # discover once for that, then the lock be loaded again here). A usage error is still
@@ -216,6 +229,23 @@ async def _run_async(
     return await _sidecar(settings, metrics, loop)
 
 
+def first_fatal(group: BaseExceptionGroup[BaseException]) -> AgentFatal | None:
+    """The first :class:`AgentFatal` among ``group``'s leaves, however deeply nested.
+
+    Task groups end with a group, and the loop re-raises its fatal error from an ``except*``
+    clause; before CPython 3.11.4 (Debian 12 ships 3.11.2) an exception raised there leaves
+    wrapped in a group of its own, so the fatal error can arrive one or more groups deep.
+    """
+    for leaf in group.exceptions:
+        if isinstance(leaf, AgentFatal):
+            return leaf
+        if isinstance(leaf, BaseExceptionGroup):
+            found = first_fatal(leaf)
+            if found is not None:
+                return found
+    return None
+
+
 async def _sidecar(settings: AgentSettings, metrics: AgentMetrics, loop: WatchLoop) -> int:
     import anyio
     import anyio.to_thread
@@ -242,6 +272,12 @@ async def _sidecar(settings: AgentSettings, metrics: AgentMetrics, loop: WatchLo
                 await loop.run()
             except AgentFatal as error:
                 fatal.append(error)
+                tg.cancel_scope.cancel()
+            except ExceptionGroup as group:
+                found = first_fatal(group)
+                if found is None:
+                    raise
+                fatal.append(found)
                 tg.cancel_scope.cancel()
 
         tg.start_soon(stop_on_signal)

@@ -31,6 +31,7 @@ import anyio
 import grpc
 
 from dynconf.budget import budgets_from_env
+from dynconf.cli import asked_for, version_line
 from dynconf.errors import DynconfError
 from dynconf.logs import configure_logging, console_entry
 from dynconf.tracing import Tracing, tracing_from_env
@@ -58,6 +59,7 @@ USAGE: Final = """\
 usage: dynamic-config-node-agent [--endpoint unix:///csi/csi.sock] [--state-dir DIR]
                                  [--kubelet-registration-path PATH [--registration-dir DIR]]
                                  [--allow-file-source]
+       dynamic-config-node-agent --version
 
   --endpoint ADDR       the CSI socket (or CSI_ENDPOINT; default /csi/csi.sock)
   --state-dir DIR       where published volumes are recorded for restarts
@@ -70,6 +72,8 @@ usage: dynamic-config-node-agent [--endpoint unix:///csi/csi.sock] [--state-dir 
                         the kubelet's plugins_registry as mounted here
                         (default /registration)
   --allow-file-source   accept source "file" (reads node paths as root: tests and demos only)
+  -h, --help            print this text and exit
+  --version             print the node agent's version and exit
 
 Environment: KUBE_NODE_NAME (required), DYNAMIC_CONFIG_METRICS_ADDR (host:port, optional),
 RUST_LOG (log level), DYNCONF_PLUGIN_LOCK (the plugin lock, as for the agent).
@@ -238,11 +242,15 @@ async def _follow_document(watch: DocumentWatch) -> None:
 def run(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
     """Parse, then serve; the exit code."""
     env = os.environ if environ is None else environ
-    configure_logging(environ=env)
     args = list(sys.argv[1:] if argv is None else argv)
-    if args and args[0] in ("-h", "--help", "help"):
+    asked = "help" if args[:1] == ["help"] else asked_for(args, VALUE_FLAGS)
+    if asked == "help":
         sys.stdout.write(USAGE)
         return 0
+    if asked == "version":
+        sys.stdout.write(version_line(SERVICE_NAME, "dynconf-k8s"))
+        return 0
+    configure_logging(environ=env)
     try:
         settings = parse_settings(args, env)
     except UsageError as error:

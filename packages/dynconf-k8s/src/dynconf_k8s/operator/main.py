@@ -43,6 +43,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from dynconf.cli import VERSION_FLAG, version_line
 from dynconf.logs import configure_logging, console_entry
 from dynconf.tracing import Tracing, tracing_from_env
 from dynconf_k8s.inforce import (
@@ -233,6 +234,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="dynamic-config-operator",
         description="Renders DynamicConfigRender documents into ConfigMaps and Secrets.",
+    )
+    parser.add_argument(
+        VERSION_FLAG, action="version", version=version_line(SERVICE_NAME, "dynconf-k8s").strip()
     )
     parser.add_argument("--crds", action="store_true", help="print the three CRDs and exit")
     parser.add_argument(

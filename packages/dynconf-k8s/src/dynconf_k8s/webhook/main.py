@@ -14,6 +14,7 @@ import sys
 from collections.abc import Coroutine, Sequence
 from typing import Any, Final
 
+from dynconf.cli import HELP_FLAGS, VERSION_FLAG, asked_for, version_line
 from dynconf.logs import configure_logging, console_entry
 from dynconf_k8s.contract.installation import InstallationError
 
@@ -26,7 +27,32 @@ _USAGE = """usage: dynamic-config-webhook serve
        dynamic-config-webhook validate [--classes <file>]... [--namespace <ns>] <pod.yaml>...
        dynamic-config-webhook explain [--output text|json] [--classes <file>]...
                                       [--namespace <ns>] <pod.yaml>...
+       dynamic-config-webhook --version
+
+A <pod.yaml> of - is read from stdin. Without a command: serve.
 """
+_SERVE_USAGE: Final = """usage: dynamic-config-webhook serve
+
+Serve admission over HTTPS with the installation and TLS settings of the environment.
+"""
+_VALUE_FLAGS: Final = {
+    "serve": (),
+    "validate": ("--classes", "--namespace"),
+    "explain": ("--output", "-o", "--classes", "--namespace", "-n"),
+}
+"""Each command's flags that take a value (the word after one is not a flag)."""
+
+
+def _command_usage(command: str) -> str:
+    if command == "validate":
+        from dynconf_k8s.webhook.validate import USAGE
+
+        return USAGE + "\n"
+    if command == "explain":
+        from dynconf_k8s.webhook.explain import USAGE
+
+        return USAGE + "\n"
+    return _SERVE_USAGE
 
 
 def _run(main: Coroutine[Any, Any, None]) -> None:
@@ -50,6 +76,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit code (and ``sys.exit``s with it from the console script)."""
     args = list(sys.argv[1:] if argv is None else argv)
     command = args[0] if args else "serve"
+    if command in (*HELP_FLAGS, "help"):
+        sys.stdout.write(_USAGE)
+        return 0
+    if command == VERSION_FLAG:
+        sys.stdout.write(version_line("dynamic-config-webhook", "dynconf-k8s"))
+        return 0
+    if command in _VALUE_FLAGS:
+        # before the installation is read: asking how to run a command never runs it
+        asked = asked_for(args[1:], _VALUE_FLAGS[command])
+        if asked == "help":
+            sys.stdout.write(_command_usage(command))
+            return 0
+        if asked == "version":
+            sys.stdout.write(version_line("dynamic-config-webhook", "dynconf-k8s"))
+            return 0
     try:
         if command == "validate":
             from dynconf_k8s.webhook.settings import load_installation

@@ -16,9 +16,10 @@ that hold only classes, such as the platform's), the same way the poller would l
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Final, TextIO
 
 import yaml
 
@@ -26,11 +27,12 @@ from dynconf_k8s.contract.installation import Installation
 from dynconf_k8s.webhook.admission import decide
 from dynconf_k8s.webhook.classes import ClassEntry, entries_from_lists
 
-__all__ = ["classes_in", "pods_in", "read_documents", "run_validate", "split_args"]
+__all__ = ["STDIN", "classes_in", "pods_in", "read_documents", "run_validate", "split_args"]
 
 USAGE = (
     "usage: dynamic-config-webhook validate <pod.yaml>...\n"
-    "       options: --classes <classes.yaml> (repeatable), --namespace <ns>"
+    "       options: --classes <classes.yaml> (repeatable), --namespace <ns>\n"
+    "       a <pod.yaml> of - is read from stdin"
 )
 _CLASS_KINDS = {"DynamicConfigClass": 0, "ClusterDynamicConfigClass": 1}
 _TEMPLATED = {
@@ -110,8 +112,17 @@ def split_args(args: list[str]) -> tuple[list[str], list[str], str | None] | Non
     return paths, class_files, namespace
 
 
-def read_documents(path: Path) -> list[Any]:
-    """Every document of a JSON or YAML file (``explain`` reads its files the same way)."""
+STDIN: Final = "-"
+"""The file name that means the process's standard input (``kubectl exec -i … validate -``)."""
+
+
+def read_documents(path: Path, stdin: TextIO | None = None) -> list[Any]:
+    """Every document of a JSON or YAML file (``explain`` reads its files the same way);
+    :data:`STDIN` reads ``stdin`` (default: the process's) to its end instead.
+    """
+    if str(path) == STDIN:
+        text = (sys.stdin if stdin is None else stdin).read()
+        return [d for d in yaml.safe_load_all(text) if d is not None]
     text = path.read_text(encoding="utf-8")
     if path.suffix == ".json":
         return [json.loads(text)]
@@ -126,8 +137,9 @@ def run_validate(
     *,
     class_files: Sequence[str] = (),
     namespace: str | None = None,
+    stdin: TextIO | None = None,
 ) -> int:
-    """Judge every pod in ``paths``; 0 when none would be refused, else 1."""
+    """Judge every pod in ``paths`` (``-``: ``stdin``); 0 when none would be refused, else 1."""
     if not paths:
         err.write(USAGE + "\n")
         return 2
@@ -135,7 +147,7 @@ def run_validate(
     read: dict[str, list[Any]] = {}
     for raw in [*class_files, *paths]:
         try:
-            read[raw] = read_documents(Path(raw))
+            read[raw] = read_documents(Path(raw), stdin)
         except (OSError, ValueError, yaml.YAMLError) as exc:
             err.write(f"{raw}: cannot be read as JSON or YAML ({type(exc).__name__})\n")
             total += 1

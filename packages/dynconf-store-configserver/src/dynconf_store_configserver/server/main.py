@@ -16,6 +16,7 @@ import ssl
 import sys
 from typing import Any, Final
 
+from dynconf.cli import VERSION_FLAG, version_line
 from dynconf.logs import console_entry
 from dynconf_store_configserver.server.settings import Settings, SettingsError, load_settings
 
@@ -73,6 +74,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="dynamic-config-server",
         description="Serve one merged document per <application>/<profile>.",
+    )
+    parser.add_argument(
+        VERSION_FLAG,
+        action="version",
+        version=version_line(SERVICE_NAME, "dynconf-store-configserver").strip(),
     )
     parser.add_argument("config", nargs="?", help="the server's TOML file")
     parser.add_argument("--config", dest="config_flag", help="the same, as a flag")
