@@ -81,6 +81,8 @@ def test_the_webhook_and_the_node_agent_name_a_bad_directive_and_go_on() -> None
     code, lines, stderr = _run("dynamic-config-webhook", "serve", RUST_LOG=BAD)
     assert code == 1 and "no TLS material" in stderr  # it went on to its own checks
     assert len(_refusals(lines)) == 2
-    code, lines, _ = _run("dynamic-config-node-agent", "--help", RUST_LOG=BAD)
-    assert code == 0
+    # --help answers before logging is set up; a start without its node name reads the
+    # filter, names both bad directives, and ends on its own settings check
+    code, lines, stderr = _run("dynamic-config-node-agent", RUST_LOG=BAD, KUBE_NODE_NAME="")
+    assert code == 1 and "KUBE_NODE_NAME is required" in stderr
     assert len(_refusals(lines)) == 2

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fixtures.release import git, note_unreleased, release_argv
+from tests.fixtures.release import clear_unreleased, git, note_unreleased, release_argv
 from tests.fixtures.uv import Uv
 
 DATE = "2026-12-24"
@@ -105,6 +105,7 @@ def test_a_core_release_bumps_its_version_literal_too(clone: Path, uv_bin: Uv) -
 def test_a_version_without_a_changelog_entry_is_refused_and_nothing_changes(
     clone: Path, uv_bin: Uv
 ) -> None:
+    clear_unreleased(clone, "dynconf-store-vault")
     head = git(clone, "rev-parse", "HEAD")
     result = _release(clone, uv_bin, "dynconf-store-vault", "0.2.0")
     assert result.returncode == 1
