@@ -9,4 +9,5 @@ pytest_plugins = [
     "tests.fixtures.threads",
     "tests.fixtures.background",
     "tests.fixtures.clock",
+    "tests.fixtures.socket_bytes",
 ]

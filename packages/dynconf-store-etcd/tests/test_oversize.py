@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import time
 import uuid
 from collections.abc import Callable
@@ -28,33 +27,6 @@ buffer's read-ahead, and the status line and headers."""
 
 def unique() -> str:
     return f"/oversize/{uuid.uuid4().hex}/config.json"
-
-
-@pytest.fixture
-def received(monkeypatch: pytest.MonkeyPatch) -> Callable[[int], list[int]]:
-    """``received(port)``: a one-item list counting the bytes read from that port from now."""
-    counters: list[tuple[int, list[int]]] = []
-    original = socket.socket.recv_into
-
-    def counting(self: socket.socket, buffer: Any, *args: Any) -> int:
-        got = original(self, buffer, *args)
-        try:
-            port = self.getpeername()[1]
-        except OSError:
-            return got
-        for watched, total in counters:
-            if watched == port:
-                total[0] += got
-        return got
-
-    monkeypatch.setattr(socket.socket, "recv_into", counting)
-
-    def start(port: int) -> list[int]:
-        total = [0]
-        counters.append((port, total))
-        return total
-
-    return start
 
 
 def _port(url: str) -> int:

@@ -6,7 +6,6 @@ A loopback listener stands in for a store here: no real store answers chunked on
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterator
 from fractions import Fraction
 from typing import Any
@@ -63,33 +62,6 @@ def test_declared_length_within_the_bound_passes_and_one_past_it_is_refused() ->
     BOUND.check_length("not a number")
     with pytest.raises(OversizeError, match=f"answered with {BOUND.limit + 1} bytes"):
         BOUND.check_length(str(BOUND.limit + 1))
-
-
-@pytest.fixture
-def received(monkeypatch: pytest.MonkeyPatch) -> Any:
-    """``received(port)``: a one-item list counting the bytes read from that port from now."""
-    counters: list[tuple[int, list[int]]] = []
-    original = socket.socket.recv_into
-
-    def counting(self: socket.socket, buffer: Any, *args: Any) -> int:
-        got = original(self, buffer, *args)
-        try:
-            port = self.getpeername()[1]
-        except OSError:
-            return got
-        for watched, total in counters:
-            if watched == port:
-                total[0] += got
-        return got
-
-    monkeypatch.setattr(socket.socket, "recv_into", counting)
-
-    def start(port: int) -> list[int]:
-        total = [0]
-        counters.append((port, total))
-        return total
-
-    return start
 
 
 def _chunked(total: int, piece: int = 16 * 1024) -> bytes:
