@@ -17,7 +17,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
-from importlib import metadata
 from pathlib import Path
 from typing import Any, Final
 
@@ -27,6 +26,7 @@ import grpc
 from google.protobuf.message import Message
 
 from dynconf.budget import Budget, ledger
+from dynconf.cli import distribution_version
 from dynconf.errors import DynconfError
 from dynconf.follow import StoreDriver
 from dynconf.plugins import Registry
@@ -50,13 +50,6 @@ __all__ = ["DRIVER_NAME", "METHODS", "NodeAgent", "NodeSettings", "generic_handl
 DRIVER_NAME: Final = "config.dynamic-config.rs"
 
 log = logging.getLogger("dynconf_k8s.node")
-
-
-def _version() -> str:
-    try:
-        return metadata.version("dynconf-k8s")
-    except metadata.PackageNotFoundError:
-        return "0.0.0"
 
 
 @dataclass(frozen=True)
@@ -278,7 +271,9 @@ class _Services:
     async def get_plugin_info(
         self, request: csi.GetPluginInfoRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> csi.GetPluginInfoResponse:
-        return csi.GetPluginInfoResponse(name=DRIVER_NAME, vendor_version=_version())
+        return csi.GetPluginInfoResponse(
+            name=DRIVER_NAME, vendor_version=distribution_version("dynconf-k8s")
+        )
 
     async def get_plugin_capabilities(
         self,
