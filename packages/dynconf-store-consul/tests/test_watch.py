@@ -111,3 +111,20 @@ def test_refused_credential_ends_the_watch_with_auth(acl_consul, make_source, wa
     watch = watcher(make_source(acl_consul.url, key, extra=FAST))
     watch.thread.join(10)
     assert isinstance(watch.error, AuthError)
+
+
+@pytest.mark.parametrize("settle", [0.0, 1.0], ids=["between-queries", "in-a-query"])
+def test_close_ends_the_watch_at_once(plain_consul, make_source, watcher, settle):
+    key = _key()
+    plain_consul.put(key, "{}")
+    source = make_source(plain_consul.url, key, extra={"wait": "60s"})
+    watch = watcher(source)
+    watch.wait_connected()
+    time.sleep(settle)  # at 1 s the watch is parked in its 60 s blocking query
+    started = time.monotonic()
+    source.close()
+    watch.thread.join(10)
+    assert not watch.thread.is_alive()
+    assert time.monotonic() - started < 2.0
+    assert watch.error is None
+    assert watch.failures == []

@@ -20,12 +20,20 @@ has one): a ``Content-Length`` past it is refused before the body is read, a chu
 read :data:`~dynconf.store_http.BODY_CHUNK` at a time and refused as soon as it passes it,
 and a refused answer's connection is closed, never pooled half-read.
 
+Closing the client also ends the requests in flight: a blocking query waits up to its
+``wait`` (minutes) for an answer, and urllib3 closes only idle connections, so every
+connection this client opened is remembered (weakly) and its socket shut down on close. The
+thread blocked on it then sees the connection end at once instead of outliving its source.
+
 This module imports py-consul and urllib3; :mod:`dynconf_store_consul.transport` imports it
 when a source is built, not when the plugin is discovered.
 """
 
 from __future__ import annotations
 
+import contextlib
+import socket
+import weakref
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 from urllib.parse import urlsplit
@@ -33,6 +41,8 @@ from urllib.parse import urlsplit
 import urllib3
 from consul import base
 from consul.std import DEFAULT_WAIT, parse_duration
+from urllib3.connection import HTTPConnection
+from urllib3.connectionpool import HTTPConnectionPool
 
 from dynconf.errors import Origin
 from dynconf.store_http import (
@@ -82,11 +92,13 @@ class Urllib3Client(base.HTTPClient):  # type: ignore[misc]
         proxy = _proxy_for(self.base_uri) if policy.use_proxy else None
         if not policy.use_proxy:
             note_ignored_proxy(subject)
-        self.manager: urllib3.PoolManager = (
-            urllib3.ProxyManager(proxy, num_pools=1, maxsize=_POOL_SIZE, **tls)
+        manager: _Remembering = (
+            _Proxied(proxy, num_pools=1, maxsize=_POOL_SIZE, **tls)
             if proxy
-            else urllib3.PoolManager(num_pools=1, maxsize=_POOL_SIZE, **tls)
+            else _Direct(num_pools=1, maxsize=_POOL_SIZE, **tls)
         )
+        self.connections = manager.connections = _Connections()
+        self.manager = manager
 
     def read_timeout(self, params: list[tuple[str, Any]] | None) -> float:
         """The request timeout, plus a blocking query's wait and Consul's wait/16 jitter."""
@@ -190,7 +202,78 @@ class Urllib3Client(base.HTTPClient):  # type: ignore[misc]
         return callback(self.send("POST", path, params, headers, data))
 
     def close(self) -> None:
+        """Release the pool and end every request still waiting on an answer."""
+        self.connections.end_all()
         self.manager.clear()
+
+
+class _Connections:
+    """Every connection a client opened (weakly held), and whether the client is closed.
+
+    A connection opened after :meth:`end_all` (a request that raced the close) is ended as
+    soon as it connects, so no request outlives its client by a blocking wait.
+    """
+
+    def __init__(self) -> None:
+        self.live: weakref.WeakSet[HTTPConnection] = weakref.WeakSet()
+        self.ended = False
+
+    def opened(self, connection: HTTPConnection) -> None:
+        self.live.add(connection)
+        if self.ended:
+            _shut(connection)
+
+    def end_all(self) -> None:
+        self.ended = True
+        for connection in list(self.live):
+            _shut(connection)
+
+
+def _shut(connection: HTTPConnection) -> None:
+    """Shut the socket down both ways: a thread blocked reading it sees the end at once."""
+    sock = connection.sock
+    if sock is not None:
+        with contextlib.suppress(OSError):  # already closed, by the peer or urllib3
+            sock.shutdown(socket.SHUT_RDWR)
+
+
+class _Remembering(urllib3.PoolManager):
+    """A pool manager whose pools remember every connection they open (in ``connections``),
+    so :meth:`Urllib3Client.close` can reach the ones that are in use."""
+
+    connections: _Connections
+
+    def _new_pool(
+        self,
+        scheme: str,
+        host: str,
+        port: int,
+        request_context: dict[str, Any] | None = None,
+    ) -> HTTPConnectionPool:
+        pool = super()._new_pool(scheme, host, port, request_context)
+        pool.ConnectionCls = _remembered(pool.ConnectionCls, self.connections)  # type: ignore[arg-type]
+        return pool
+
+
+class _Direct(_Remembering):
+    """Straight to the endpoint."""
+
+
+class _Proxied(_Remembering, urllib3.ProxyManager):
+    """Through the proxy the environment names (only when the policy allows one)."""
+
+
+def _remembered(
+    base_class: type[HTTPConnection], connections: _Connections
+) -> type[HTTPConnection]:
+    """``base_class`` whose every connect is told to ``connections``."""
+
+    class Remembered(base_class):  # type: ignore[valid-type,misc]
+        def connect(self) -> None:
+            super().connect()
+            connections.opened(self)
+
+    return Remembered
 
 
 def _tls_options(

@@ -107,14 +107,19 @@ class ConsulSource(SourceSupport):
 
         ``interval`` is not used: the query itself waits for the change, and the agent's
         resync (a plain fetch each interval) covers a stream that fell silent. ``stop`` is
-        checked between queries, so stopping takes up to the blocking wait.
+        checked between queries, so stopping takes up to the blocking wait; :meth:`close`
+        ends the query in flight, and the watch with it, at once.
         """
+
+        def ended() -> bool:
+            return self._closed or stop()
+
         index: int | None = None
         last: Fetched | Absent | None = None
         pace = Pace(self._retry_wait)
         fresh = True  # the previous answer brought news: the next query goes at once
-        while not stop():
-            if self.pause(pace.until_next(fresh=fresh), stop):
+        while not ended():
+            if self.pause(pace.until_next(fresh=fresh), ended):
                 return
             fresh = False
             try:
@@ -126,13 +131,15 @@ class ConsulSource(SourceSupport):
                 # the agent answered; its value is past the ceiling (refused within the
                 # bound): reported, and asked again after the retry pause, not at once
                 self.report(exc)
-                if self.pause(self._retry_wait, stop):
+                if self.pause(self._retry_wait, ended):
                     return
                 continue
             except DynconfError as exc:
+                if self._closed:
+                    return  # close() ended the query in flight: not a failure of the store
                 self.connected = False
                 self.report(exc)
-                if self.pause(self._retry_wait, stop):
+                if self.pause(self._retry_wait, ended):
                     return
                 continue
             # news is a forward index that brought another document; the same index (a
