@@ -5,12 +5,13 @@ firestore s3). For each store a fresh ``dynamic-config-agent --watch 15`` subpro
 one document, then takes 20 changes one at a time (waiting for each file), the way a busy
 sidecar lives; then its ``/proc`` status is read:
 
-* ``VmHWM``: the peak resident set (what the issue measured, the figure to keep under the limit);
+* ``VmHWM``: the peak resident set (the figure to keep under the limit);
 * ``RssAnon`` / ``RssFile`` now: anonymous memory cannot be reclaimed, file-backed pages (the
   mapped libraries) can be dropped by the kernel before the cgroup's OOM killer acts.
 
 ``limit_mib`` is the store's default memory limit (the installation's per-store tier), and
-``headroom_pct`` what the peak leaves of it (the target is at least 25 %). Servers come from
+``headroom_pct`` what the peak leaves of it (the target is at least 25 %); each store's figures
+are kept in ``bench/results/agent_memory.json`` (``bench/results.py``). Servers come from
 ``scripts/testenv`` as in ``bench/agent_latency.py``, whose store harnesses this reuses.
 """
 
@@ -27,6 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from agent_latency import AGENT, AGENT_ENV, stop_started, store, wait_for
+from results import record
 
 CHANGES = 20
 POLL_STORES = {"vault", "git", "s3"}
@@ -147,7 +149,13 @@ def main() -> None:
     started: list[str] = []
     try:
         for name in stores:
-            print(json.dumps(bench_store(name, started, {})), flush=True)
+            result = bench_store(name, started, {})
+            print(json.dumps(result), flush=True)
+            record("agent_memory", {
+                f"{name}.{figure}": value
+                for figure, value in result.items()
+                if isinstance(value, int | float)
+            })  # fmt: skip
             if knobs and name == "firestore":
                 for label, env in KNOBS.items():
                     result = bench_store(name, started, env)

@@ -6,13 +6,15 @@
    in-process asyncio generator with keep-alive connections. Targets: >= 2,000 req/s, p99 <= 20 ms.
 2. Fan-out: ``--subscribers`` change-stream subscribers (200 unless told), one file change; the
    time from the write until each subscriber has read the new generation event, and the
-   server's RSS while it holds them. Target: all 200 within 500 ms; issue 19's 10,000
+   server's RSS while it holds them. Target: all 200 within 500 ms; at scale, 10,000
    (``--subscribers 10000``) all within 1 s (the file poll interval, 50 ms here, is included).
 3. RSS after import + build in a fresh interpreter: firestore (<= 90 MiB) and the config-server
    client (<= 40 MiB), beside a bare interpreter.
 
 Run: ``uv run python bench/configserver.py [--subscribers N]`` (loopback only; nothing else
 needed; N above about 9,000 needs ``ulimit -n`` above N + 1,000, for the bench and the server).
+The figures are kept in ``bench/results/configserver.json`` (``bench/results.py``), the
+fan-out's under ``fanout_<N>``.
 """
 
 from __future__ import annotations
@@ -31,6 +33,10 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from results import record
 
 TOKEN = "bench-token-0123456789abcdef0123456789abcdef"
 DURATION = 10
@@ -282,6 +288,18 @@ def main() -> None:
         },
         "source._http()",
     )
+    record("configserver", {
+        "get.req_per_s": round(rps),
+        "get.p50_ms": round(p50, 2),
+        "get.p99_ms": round(p99, 2),
+        "rss_after_get_mib": round(idle_rss, 1),
+        f"fanout_{subscribers}.notified": len(delays),
+        f"fanout_{subscribers}.first_ms": round(min(delays)),
+        f"fanout_{subscribers}.last_ms": round(worst),
+        f"fanout_{subscribers}.kib_per_stream": round((held_rss - idle_rss) * 1024 / subscribers, 1),
+        "rss_firestore_client_mib": round(firestore, 1),
+        "rss_configserver_client_mib": round(client, 1),
+    })  # fmt: skip
     print(f"RSS bare interpreter: {bare:.1f} MiB")
     print(
         f"RSS firestore after import+build (client constructed): {firestore:.1f} MiB  "

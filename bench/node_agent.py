@@ -52,6 +52,9 @@ REPO = Path(__file__).resolve().parents[1]
 RUN = REPO / ".testenv"
 BIN = Path(sys.executable).parent
 sys.path.insert(0, str(REPO / "packages" / "dynconf-k8s" / "src"))
+sys.path.insert(0, str(REPO / "bench"))
+
+from results import record  # noqa: E402
 
 from dynconf_k8s.node._generated import csi_pb2 as csi  # noqa: E402
 
@@ -498,6 +501,12 @@ def main() -> None:
                 store.close()
         for result in results:
             print(json.dumps(result))
+            shape = f"{result['store']}.v{result['volumes']}_d{result['documents']}"
+            record("node_agent", {
+                f"{shape}.{figure}": value
+                for figure, value in result.items()
+                if isinstance(value, int | float) and figure not in ("volumes", "documents")
+            })  # fmt: skip
     finally:
         for name in started:
             subprocess.run(

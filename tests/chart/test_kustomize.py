@@ -4,7 +4,6 @@ change what the chart's ``webhook.installation.reload`` modes change."""
 
 from __future__ import annotations
 
-import datetime
 import json
 import os
 import shutil
@@ -54,40 +53,12 @@ def kustomize_bin() -> Path:
 
 def _own_pair(directory: Path) -> None:
     """A throwaway CA and serving pair where the own-cert overlay expects them."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
+    from tests.fixtures.certs import Authority
 
-    now = datetime.datetime.now(datetime.UTC)
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "dynamic-config-webhook")])
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now)
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(
-            x509.SubjectAlternativeName(
-                [x509.DNSName("dynamic-config-webhook.dynamic-config.svc")]
-            ),
-            critical=False,
-        )
-        .sign(key, hashes.SHA256())
-    )
-    pem = cert.public_bytes(serialization.Encoding.PEM)
-    (directory / "tls.crt").write_bytes(pem)
-    (directory / "ca.crt").write_bytes(pem)
-    (directory / "tls.key").write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
+    authority = Authority("dynamic-config-webhook-ca")
+    leaf = authority.issue("dynamic-config-webhook", ["dynamic-config-webhook.dynamic-config.svc"])
+    leaf.write(directory / "tls.crt", directory / "tls.key")
+    (directory / "ca.crt").write_bytes(authority.cert_pem())
 
 
 @pytest.fixture(scope="module")

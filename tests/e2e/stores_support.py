@@ -202,45 +202,13 @@ def serving_pair(directory: Path, *addresses: str) -> ServingPair:
     For the servers pods dial at ``10.88.0.1``, which the test servers' own certificates (made
     for 127.0.0.1 and localhost) do not name.
     """
-    import datetime as dt
-    import ipaddress
+    from tests.fixtures.certs import Authority
 
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-
-    now = dt.datetime.now(dt.UTC)
-
-    def build(subject: str, issuer: tuple[Any, Any] | None, *, ca: bool) -> tuple[Any, Any]:
-        key = ec.generate_private_key(ec.SECP256R1())
-        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)])
-        builder = (
-            x509.CertificateBuilder().subject_name(name)
-            .issuer_name(issuer[0].subject if issuer else name).public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - dt.timedelta(minutes=5))
-            .not_valid_after(now + dt.timedelta(days=1))
-            .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
-        )  # fmt: skip
-        if not ca:
-            sans = [x509.IPAddress(ipaddress.ip_address(a)) for a in addresses]
-            builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
-            builder = builder.add_extension(
-                x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False
-            )
-        return builder.sign(issuer[1] if issuer else key, hashes.SHA256()), key
-
-    root = build("dynconf e2e CA", None, ca=True)
-    leaf = build("dynconf e2e server", root, ca=False)
+    root = Authority("dynconf e2e CA")
+    leaf = root.issue("dynconf e2e server", addresses)
     directory.mkdir(parents=True, exist_ok=True)
-    pem = serialization.Encoding.PEM
-    (directory / "ca.pem").write_bytes(root[0].public_bytes(pem))
-    (directory / "server.pem").write_bytes(leaf[0].public_bytes(pem))
-    (directory / "server-key.pem").write_bytes(leaf[1].private_bytes(
-        pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    ))  # fmt: skip
-    (directory / "server-key.pem").chmod(0o600)
+    (directory / "ca.pem").write_bytes(root.cert_pem())
+    leaf.write(directory / "server.pem", directory / "server-key.pem")
     return ServingPair(directory / "ca.pem", directory / "server.pem", directory / "server-key.pem")
 
 

@@ -195,7 +195,7 @@ def test_each_sbom_is_a_referrer_of_its_image_listed_by_the_registry(
 ) -> None:
     for name in IMAGES:
         built = _built(project_image, name)
-        repository = f"dynamic-config-{name}"
+        repository = f"dynconf-{name}"
 
         listed, via = referrers(released.registry.address, repository, built)
 
@@ -221,7 +221,7 @@ def test_the_released_chart_pins_every_image_to_the_registry_by_digest(
                                   CHART_VERSION, "--plain-http"))  # fmt: skip
 
     for name, section in VALUES_SECTION.items():
-        assert values[section]["image"] == f"{released.registry.address}/dynamic-config-{name}"
+        assert values[section]["image"] == f"{released.registry.address}/dynconf-{name}"
         assert values[section]["digest"] == released.record.images[name]
 
 

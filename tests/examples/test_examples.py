@@ -39,6 +39,7 @@ SHAPES = {
     "env-inject": "env-inject",
     "canary": "canary-configmap",
     "require-ack": "require-ack",
+    "watch-driven": "watch-seconds",
 }
 
 
@@ -87,6 +88,24 @@ def test_operator_shapes_are_there() -> None:
     render = next(d for d in secret_target if d["kind"] == "DynamicConfigRender")
     assert render["spec"]["target"]["secret"] == "billing-env"
     assert any(d["kind"] == "ClusterDynamicConfigClass" for d in cluster_class)
+
+
+def test_namespace_gating_labels_the_namespace_its_pod_is_created_in() -> None:
+    docs = list(yaml.safe_load_all((EXAMPLES / "namespace-gating.yaml").read_text()))
+    namespace = next(d for d in docs if d["kind"] == "Namespace")
+    pod = next(d for d in docs if d["kind"] == "Pod")
+
+    assert namespace["metadata"]["labels"] == {"dynamic-config.rs/injection": "enabled"}
+    assert pod["metadata"]["namespace"] == namespace["metadata"]["name"]
+    assert pod["metadata"]["annotations"]["dynamic-config.rs/inject"] == "true"
+
+
+def test_watch_driven_is_a_push_store_with_a_resync_and_a_metrics_port() -> None:
+    [annotations] = _annotations(EXAMPLES / "watch-driven.yaml")
+
+    assert annotations["dynamic-config.rs/source"] == "etcd"
+    assert annotations["dynamic-config.rs/watch-seconds"] == "300"
+    assert annotations["dynamic-config.rs/metrics-port"] != "0"
 
 
 @pytest.mark.parametrize("path", MANIFESTS, ids=lambda p: p.name)

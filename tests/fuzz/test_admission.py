@@ -526,7 +526,7 @@ def check_patch(installation: str, review: Any, response: Mapping[str, Any]) -> 
         try:
             settings = parse_args(args, _environment(container))
         except UsageError as error:
-            flag = next((w for w in str(error).split() if w.startswith("--")), "argument vector")
+            flag = error.flag or "argument vector"  # the refusal's field, not its words
             raise Violation(
                 f"the agent refuses an admitted {flag}", redact(str(error), 160)
             ) from None

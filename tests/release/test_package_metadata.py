@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import runpy
 import tomllib
 from pathlib import Path
 
@@ -18,6 +19,54 @@ PYPROJECTS = sorted((REPO / "packages").glob("*/pyproject.toml"))
 def _project(pyproject: Path) -> dict[str, object]:
     project: dict[str, object] = tomllib.loads(pyproject.read_text())["project"]
     return project
+
+
+def _claimed_pythons() -> list[str]:
+    """The minors ``scripts/pythons`` tests, as ``3.N``: the one home of the claimed range."""
+    pythons = runpy.run_path(str(REPO / "scripts" / "pythons"), run_name="pythons")
+    return [f"{major}.{minor}" for major, minor in pythons["claimed_minors"]()]
+
+
+@pytest.mark.parametrize("pyproject", PYPROJECTS, ids=[p.parent.name for p in PYPROJECTS])
+def test_each_package_carries_the_repository_license(pyproject: Path) -> None:
+    project = _project(pyproject)
+    assert project["license"] == "Apache-2.0"
+    assert project["license-files"] == ["LICENSE"]
+    # a package's sdist holds only its own directory, so the file is a copy, kept identical
+    assert (pyproject.parent / "LICENSE").read_bytes() == (REPO / "LICENSE").read_bytes()
+
+
+@pytest.mark.parametrize("pyproject", PYPROJECTS, ids=[p.parent.name for p in PYPROJECTS])
+def test_each_package_describes_itself_with_its_readme(pyproject: Path) -> None:
+    assert _project(pyproject)["readme"] == "README.md"
+    assert (pyproject.parent / "README.md").read_text(encoding="utf-8").strip()
+
+
+@pytest.mark.parametrize("pyproject", PYPROJECTS, ids=[p.parent.name for p in PYPROJECTS])
+def test_each_package_names_the_same_authors_and_project_links(pyproject: Path) -> None:
+    project = _project(pyproject)
+    home = "https://github.com/dynconf/dynconf"
+    assert project["authors"] == [{"name": "The dynconf authors"}]
+    assert project["urls"] == {
+        "Homepage": home,
+        "Source": home,
+        "Documentation": f"{home}/tree/main/docs",
+        "Changelog": f"{home}/blob/main/packages/{pyproject.parent.name}/CHANGELOG.md",
+    }
+    keywords = project["keywords"]
+    assert isinstance(keywords, list) and {"configuration", "dynconf"} <= set(keywords)
+
+
+@pytest.mark.parametrize("pyproject", PYPROJECTS, ids=[p.parent.name for p in PYPROJECTS])
+def test_each_package_classifies_the_pythons_the_workspace_tests(pyproject: Path) -> None:
+    classifiers = _project(pyproject)["classifiers"]
+    assert isinstance(classifiers, list)
+    prefix = "Programming Language :: Python :: "
+    versions = [c.removeprefix(prefix) for c in classifiers if re.fullmatch(rf"{prefix}3\.\d+", c)]
+    assert versions == _claimed_pythons()
+    assert {f"{prefix}3", f"{prefix}3 :: Only", "Typing :: Typed"} <= set(classifiers)
+    # PEP 639: the license expression is the license; a License classifier would restate it
+    assert not [c for c in classifiers if c.startswith("License ::")]
 
 
 @pytest.mark.parametrize("pyproject", PYPROJECTS, ids=[p.parent.name for p in PYPROJECTS])

@@ -16,7 +16,12 @@ from tests.fixtures.release import release_argv
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "scripts"))
 
-from release_lib import ARTIFACT_COMMANDS, COMMANDS, current_version  # noqa: E402
+from release_lib import (  # noqa: E402
+    ARTIFACT_COMMANDS,
+    COMMANDS,
+    PYTHON_COMMANDS,
+    current_version,
+)
 
 
 def _release(*argv: str) -> subprocess.CompletedProcess[str]:
@@ -28,13 +33,13 @@ def _release(*argv: str) -> subprocess.CompletedProcess[str]:
 def test_help_lists_every_command_the_script_dispatches() -> None:
     result = _release("--help")
     assert result.returncode == 0, result.stderr
-    dispatched = {*ARTIFACT_COMMANDS, "tag-first"}
+    dispatched = {*ARTIFACT_COMMANDS, *PYTHON_COMMANDS, "tag-first"}
     assert set(COMMANDS) == dispatched
     for name in dispatched:
         assert f"\n  {name} " in result.stdout, name
 
 
-@pytest.mark.parametrize("command", sorted({*ARTIFACT_COMMANDS, "tag-first"}))
+@pytest.mark.parametrize("command", sorted({*ARTIFACT_COMMANDS, *PYTHON_COMMANDS, "tag-first"}))
 def test_each_commands_help_exits_0(command: str) -> None:
     result = _release(command, "--help")
     assert result.returncode == 0, result.stderr

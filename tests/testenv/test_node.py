@@ -18,6 +18,9 @@ from kubernetes.stream import stream  # type: ignore[import-untyped]
 from tests.fixtures.kube import REPO, KubeControlPlane, _read_env
 from tests.fixtures.node import KubeNode, ProjectImage
 
+sys.path.insert(0, str(REPO / "scripts"))
+from testenv_lib.common import system_tool
+
 pytestmark = pytest.mark.e2e
 
 BUSYBOX = "dynconf.local/busybox:1.35"
@@ -185,7 +188,9 @@ def test_apiserver_reaches_a_service_backed_by_a_pod(shell_pod: tuple[Any, str, 
 
 # ---------------------------------------------------------------------------- stop
 def _host_state() -> dict[str, Any]:
-    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True, check=True)
+    links = subprocess.run(
+        [system_tool("ip"), "-o", "link"], capture_output=True, text=True, check=True
+    )
     return {
         "links": sorted(line.split(":")[1].strip() for line in links.stdout.splitlines()),
         "sysctls": {

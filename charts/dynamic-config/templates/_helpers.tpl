@@ -71,19 +71,43 @@ annotations:
 
 {{/* ----------------------------------------------------------------- images */}}
 
+{{/* global.imageRegistry, checked: "" or a registry host (host, host:port, or either followed
+     by a path, as a mirror or a proxy cache serves it). A scheme or a trailing slash fails the
+     render here, not as an unpullable name on every node. A release from before the value
+     existed (--reuse-values) has no global at all, which is the empty default. */}}
+{{- define "dc.imageRegistry" -}}
+{{- $registry := dig "imageRegistry" "" (.Values.global | default dict) | toString -}}
+{{- if and $registry (not (regexMatch "^[A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?(:[0-9]{1,5})?(/[a-z0-9]+(([._]|__|-+)[a-z0-9]+)*)*$" $registry)) -}}
+{{- fail (printf "global.imageRegistry is %q, which is not a registry host: set it to host, host:port or host/path with no scheme and no trailing slash (e.g. registry.example:5000), or to \"\" for each image's own registry" $registry) -}}
+{{- end -}}
+{{- $registry -}}
+{{- end -}}
+
 {{/* An image reference from (dict "root" $ "image" <repo> "tag" <tag> "digest" <digest>).
-     An empty tag is the chart's appVersion with a "v"; "latest" is refused whatever else is set,
-     because a values file that says latest says the author meant "whatever is newest"; a digest
-     wins over a tag. */}}
+     global.imageRegistry, when set, replaces the registry host of the repository (the first
+     path segment when it holds a "." or a ":" or is localhost, as container runtimes read it;
+     a repository without one gets the registry in front). An empty tag is the chart's
+     appVersion with a "v"; "latest" is refused whatever else is set, because a values file that
+     says latest says the author meant "whatever is newest"; a digest wins over a tag. */}}
 {{- define "dc.image" -}}
 {{- $tag := .tag | default (printf "v%s" .root.Chart.AppVersion) | toString -}}
 {{- if eq $tag "latest" -}}
 {{- fail "tag \"latest\" is not an identity — pin a version or a digest" -}}
 {{- end -}}
+{{- $repository := .image | toString -}}
+{{- $registry := include "dc.imageRegistry" .root -}}
+{{- if $registry -}}
+{{- $parts := splitList "/" $repository -}}
+{{- $host := first $parts -}}
+{{- if and (gt (len $parts) 1) (or (contains "." $host) (contains ":" $host) (eq $host "localhost")) -}}
+{{- $parts = rest $parts -}}
+{{- end -}}
+{{- $repository = printf "%s/%s" $registry (join "/" $parts) -}}
+{{- end -}}
 {{- if .digest -}}
-{{- printf "%s@%s" .image .digest -}}
+{{- printf "%s@%s" $repository .digest -}}
 {{- else -}}
-{{- printf "%s:%s" .image $tag -}}
+{{- printf "%s:%s" $repository $tag -}}
 {{- end -}}
 {{- end -}}
 
@@ -114,18 +138,51 @@ seccompProfile:
 
 {{/* --------------------------------------------------------------- TLS */}}
 
-{{/* Which TLS mode: "chart" (minted here), "cert-manager" or "selfrotate". Both of the last two
-     at once is a contradiction, not a preference, and fails the render. */}}
+{{/* Which TLS mode: "chart" (minted here), "cert-manager", "selfrotate" or "own-cert" (a Secret
+     the installer made). Two of the last three at once is a contradiction, not a preference,
+     and fails the render. */}}
 {{- define "dc.tlsMode" -}}
+{{- $ownCert := dig "ownCert" "enabled" false .Values.webhook -}}
 {{- if and .Values.webhook.certManager.enabled .Values.webhook.selfRotate.enabled -}}
 {{- fail "webhook.certManager and webhook.selfRotate are two answers to one question: enable at most one" -}}
+{{- else if and $ownCert (or .Values.webhook.certManager.enabled .Values.webhook.selfRotate.enabled) -}}
+{{- fail "webhook.ownCert brings its own certificate, so webhook.certManager and webhook.selfRotate must stay disabled: enable one of the three at most" -}}
 {{- else if .Values.webhook.certManager.enabled -}}
 cert-manager
 {{- else if .Values.webhook.selfRotate.enabled -}}
 selfrotate
+{{- else if $ownCert -}}
+own-cert
 {{- else -}}
 chart
 {{- end -}}
+{{- end -}}
+
+{{/* The Secret the webhook serves from: the installer's own (webhook.ownCert.secretName) or the
+     chart's "<webhook>-tls", which the chart, cert-manager or the webhook itself fills. */}}
+{{- define "dc.servingSecret" -}}
+{{- if eq (include "dc.tlsMode" .) "own-cert" -}}
+{{- required "webhook.ownCert.secretName is required: name the kubernetes.io/tls Secret (tls.crt, tls.key) in the release namespace that the webhook serves" .Values.webhook.ownCert.secretName -}}
+{{- else -}}
+{{- include "dc.tlsSecret" . -}}
+{{- end -}}
+{{- end -}}
+
+{{/* webhook.ownCert.caBundle as the webhook configuration carries it (base64 of PEM). Given as
+     PEM it is encoded here; given as base64 it must decode to a PEM certificate. */}}
+{{- define "dc.ownCaBundle" -}}
+{{- $given := .Values.webhook.ownCert.caBundle | default "" | toString | trim -}}
+{{- if not $given -}}
+{{- fail "webhook.ownCert.caBundle is required: set it to the PEM (or base64 of the PEM) of the CA that signed the certificate in webhook.ownCert.secretName, so the API server trusts the webhook" -}}
+{{- end -}}
+{{- $pem := printf "%s\n" $given -}}
+{{- if not (hasPrefix "-----BEGIN" $given) -}}
+{{- $pem = b64dec (nospace $given) -}}
+{{- end -}}
+{{- if not (contains "-----BEGIN CERTIFICATE-----" $pem) -}}
+{{- fail "webhook.ownCert.caBundle is neither a PEM certificate nor the base64 of one: give the CA certificate that signed the webhook's certificate, as PEM or base64-encoded PEM" -}}
+{{- end -}}
+{{- $pem | b64enc -}}
 {{- end -}}
 
 {{/* Whether the webhook pod calls the API server, and so needs a service-account token: the

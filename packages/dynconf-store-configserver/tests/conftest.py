@@ -7,7 +7,6 @@ and ``start()`` again on the same port is a server restart.
 
 from __future__ import annotations
 
-import datetime as dt
 import socket
 import threading
 import time
@@ -173,64 +172,23 @@ class Pki:
 
 @pytest.fixture(scope="session")
 def pki(tmp_path_factory) -> Pki:
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+    from tests.fixtures.certs import Authority
 
     directory = tmp_path_factory.mktemp("pki")
-    now = dt.datetime.now(dt.UTC)
-
-    def name(text: str) -> x509.Name:
-        return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, text)])
-
-    def ca(text: str) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
-        key = ec.generate_private_key(ec.SECP256R1())
-        cert = (x509.CertificateBuilder().subject_name(name(text)).issuer_name(name(text))
-                .public_key(key.public_key()).serial_number(x509.random_serial_number())
-                .not_valid_before(now - dt.timedelta(minutes=5))
-                .not_valid_after(now + dt.timedelta(days=1))
-                .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-                .sign(key, hashes.SHA256()))  # fmt: skip
-        return cert, key
-
-    def leaf(text, issuer, usage, sans):
-        key = ec.generate_private_key(ec.SECP256R1())
-        builder = (x509.CertificateBuilder().subject_name(name(text)).issuer_name(issuer[0].subject)
-                   .public_key(key.public_key()).serial_number(x509.random_serial_number())
-                   .not_valid_before(now - dt.timedelta(minutes=5))
-                   .not_valid_after(now + dt.timedelta(days=1))
-                   .add_extension(x509.ExtendedKeyUsage([usage]), critical=False))  # fmt: skip
-        if sans:
-            builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
-        return builder.sign(issuer[1], hashes.SHA256()), key
-
-    import ipaddress
-
-    root, other = ca("config server test CA"), ca("another CA")
-    server = leaf("config-server", root, ExtendedKeyUsageOID.SERVER_AUTH,
-                  [x509.DNSName("localhost"), x509.DNSName("config.test"),
-                   x509.IPAddress(ipaddress.ip_address("127.0.0.1"))])  # fmt: skip
-    client = leaf("billing-pod", root, ExtendedKeyUsageOID.CLIENT_AUTH, [])
-
-    def write(file: str, data: bytes, mode: int = 0o644) -> Path:
-        path = directory / file
-        path.write_bytes(data)
-        path.chmod(mode)
-        return path
-
-    def key_pem(key) -> bytes:
-        return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                 serialization.NoEncryption())  # fmt: skip
-
-    pem = serialization.Encoding.PEM
+    root, other = Authority("config server test CA"), Authority("another CA")
+    server = root.issue("config-server", ["localhost", "config.test", "127.0.0.1"])
+    client = root.issue("billing-pod", server=False, client=True)
+    (directory / "ca.pem").write_bytes(root.cert_pem())
+    (directory / "other-ca.pem").write_bytes(other.cert_pem())
+    server.write(directory / "server.pem", directory / "server-key.pem")
+    client.write(directory / "client.pem", directory / "client-key.pem")
     return Pki(
-        ca=write("ca.pem", root[0].public_bytes(pem)),
-        server_cert=write("server.pem", server[0].public_bytes(pem)),
-        server_key=write("server-key.pem", key_pem(server[1]), 0o600),
-        client_cert=write("client.pem", client[0].public_bytes(pem)),
-        client_key=write("client-key.pem", key_pem(client[1]), 0o600),
-        other_ca=write("other-ca.pem", other[0].public_bytes(pem)),
+        ca=directory / "ca.pem",
+        server_cert=directory / "server.pem",
+        server_key=directory / "server-key.pem",
+        client_cert=directory / "client.pem",
+        client_key=directory / "client-key.pem",
+        other_ca=directory / "other-ca.pem",
     )
 
 

@@ -9,7 +9,6 @@ stop them by their own pid.
 from __future__ import annotations
 
 import base64
-import datetime as dt
 import json
 import os
 import socket
@@ -81,85 +80,16 @@ class Pki:
 
 
 def _make_pki(directory: Path) -> Pki:
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-
-    now = dt.datetime.now(dt.UTC)
-
-    def key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
-        return key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-
-    def ca(name: str) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
-        key = ec.generate_private_key(ec.SECP256R1())
-        subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
-        cert = (
-            x509.CertificateBuilder()
-            .subject_name(subject)
-            .issuer_name(subject)
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - dt.timedelta(minutes=5))
-            .not_valid_after(now + dt.timedelta(days=1))
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .add_extension(
-                x509.KeyUsage(False, False, False, False, False, True, True, False, False),
-                critical=True,
-            )
-            .sign(key, hashes.SHA256())
-        )
-        return cert, key
-
-    def leaf(
-        name: str,
-        issuer: tuple[x509.Certificate, ec.EllipticCurvePrivateKey],
-        usage: x509.ObjectIdentifier,
-        sans: list[x509.GeneralName],
-    ) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
-        key = ec.generate_private_key(ec.SECP256R1())
-        builder = (
-            x509.CertificateBuilder()
-            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
-            .issuer_name(issuer[0].subject)
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - dt.timedelta(minutes=5))
-            .not_valid_after(now + dt.timedelta(days=1))
-            .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
-        )
-        if sans:
-            builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
-        return builder.sign(issuer[1], hashes.SHA256()), key
+    from tests.fixtures.certs import Authority
 
     directory.mkdir(parents=True, exist_ok=True)
-    root = ca("dynconf consul test CA")
-    other = ca("some other CA")
-    server = leaf(
-        "server.dc1.consul",
-        root,
-        ExtendedKeyUsageOID.SERVER_AUTH,
-        [
-            x509.DNSName("localhost"),
-            x509.DNSName("consul.test"),
-            x509.DNSName("server.dc1.consul"),
-        ],
-    )
-    client = leaf("dynconf-agent", root, ExtendedKeyUsageOID.CLIENT_AUTH, [])
-    files = {
-        "ca.pem": root[0].public_bytes(serialization.Encoding.PEM),
-        "other-ca.pem": other[0].public_bytes(serialization.Encoding.PEM),
-        "server.pem": server[0].public_bytes(serialization.Encoding.PEM),
-        "server-key.pem": key_pem(server[1]),
-        "client.pem": client[0].public_bytes(serialization.Encoding.PEM),
-        "client-key.pem": key_pem(client[1]),
-    }
-    for name, data in files.items():
-        (directory / name).write_bytes(data)
+    root, other = Authority("dynconf consul test CA"), Authority("some other CA")
+    server = root.issue("server.dc1.consul", ["localhost", "consul.test", "server.dc1.consul"])
+    client = root.issue("dynconf-agent", server=False, client=True)
+    (directory / "ca.pem").write_bytes(root.cert_pem())
+    (directory / "other-ca.pem").write_bytes(other.cert_pem())
+    server.write(directory / "server.pem", directory / "server-key.pem")
+    client.write(directory / "client.pem", directory / "client-key.pem")
     return Pki(
         ca=directory / "ca.pem",
         server_cert=directory / "server.pem",

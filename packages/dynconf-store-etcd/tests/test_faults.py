@@ -4,7 +4,6 @@ TLS and username/password together."""
 from __future__ import annotations
 
 import logging
-import subprocess
 import time
 import uuid
 from collections.abc import Callable
@@ -81,16 +80,12 @@ def test_expired_token_is_reacquired_for_reads_and_the_watch(
 
 def nameless_client_certificate(ca_dir: Path, out: Path) -> tuple[Path, Path]:
     """A client certificate with no CommonName (identity in the SAN), signed by the test CA."""
-    key, csr, cert, ext = (out / n for n in ("nameless.key", "nameless.csr", "nameless.crt",
-                                             "nameless.ext"))  # fmt: skip
-    ext.write_text("subjectAltName=DNS:dynconf-client\nextendedKeyUsage=clientAuth\n")
-    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
-    subprocess.run(["openssl", "req", "-new", *ec, "-keyout", str(key), "-out", str(csr),
-                    "-subj", "/O=dynconf"], check=True, capture_output=True)  # fmt: skip
-    subprocess.run(["openssl", "x509", "-req", "-in", str(csr), "-CA", str(ca_dir / "ca.crt"),
-                    "-CAkey", str(ca_dir / "ca.key"), "-CAcreateserial", "-days", "1",
-                    "-extfile", str(ext), "-out", str(cert)], check=True,
-                   capture_output=True)  # fmt: skip
+    from tests.fixtures.certs import Authority
+
+    authority = Authority.from_files(ca_dir / "ca.crt", ca_dir / "ca.key")
+    leaf = authority.issue(None, ["dynconf-client"], server=False, client=True)
+    cert, key = out / "nameless.crt", out / "nameless.key"
+    leaf.write(cert, key)
     return cert, key
 
 

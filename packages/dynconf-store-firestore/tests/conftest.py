@@ -19,7 +19,7 @@ import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 
@@ -126,17 +126,17 @@ def _free_port() -> int:
 class OwnEmulator:
     """An emulator this test may kill and restart on the same port (data is in memory)."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, java: str) -> None:
         self.port = _free_port()
         self.host = f"127.0.0.1:{self.port}"
         self.directory = directory
+        self.java = java
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
-        java = shutil.which("java") or "java"
         log = (self.directory / "emulator.log").open("ab")
         self.process = subprocess.Popen(
-            [java, "-Duser.language=en", "-cp", str(JAR), MAIN, "start", "--host=127.0.0.1",
+            [self.java, "-Duser.language=en", "-cp", str(JAR), MAIN, "start", "--host=127.0.0.1",
              f"--port={self.port}"],
             stdout=log, stderr=subprocess.STDOUT, cwd=self.directory,
         )  # fmt: skip
@@ -164,13 +164,23 @@ class OwnEmulator:
         return client
 
 
+def _unavailable(reason: str) -> NoReturn:
+    """Fail in CI, where the emulator must run; skip elsewhere."""
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
 @pytest.fixture
-def own_emulator(tmp_path: Path) -> Iterator[OwnEmulator]:
-    if not JAR.is_file() or not shutil.which("java"):
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"the Firestore emulator is not installed at {JAR}")
-        pytest.skip(f"the Firestore emulator is not installed at {JAR}")
-    emulator = OwnEmulator(tmp_path)
+def own_emulator(tmp_path: Path, firestore_server: Any) -> Iterator[OwnEmulator]:
+    if not JAR.is_file():
+        _unavailable(f"the Firestore emulator is not installed at {JAR}")
+    # the Java the testenv runs the shared emulator with (the machine's, or one it bootstrapped);
+    # PATH's only when the server's published values name none
+    java = firestore_server.java or shutil.which("java")
+    if java is None:
+        _unavailable("no Java runtime: the testenv published none and none is on PATH")
+    emulator = OwnEmulator(tmp_path, java)
     emulator.start()
     try:
         yield emulator

@@ -10,7 +10,6 @@ runs, a TLS terminator in front of it, and an ``sshd`` unpacked from Debian's pa
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import os
 import queue
 import shutil
@@ -268,56 +267,19 @@ class Pki:
 
 
 def _make_pki(directory: Path) -> Pki:
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-
-    now = dt.datetime.now(dt.UTC)
-
-    def save(
-        name: str, cert: x509.Certificate, key: ec.EllipticCurvePrivateKey
-    ) -> tuple[Path, Path]:
-        (directory / f"{name}.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-        (directory / f"{name}-key.pem").write_bytes(key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption()))  # fmt: skip
-        return directory / f"{name}.pem", directory / f"{name}-key.pem"
-
-    def make(name: str, issuer: Any, usage: Any, sans: list[Any], ca: bool = False) -> Any:
-        key = ec.generate_private_key(ec.SECP256R1())
-        subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
-        builder = (
-            x509.CertificateBuilder().subject_name(subject)
-            .issuer_name(issuer[0].subject if issuer else subject).public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - dt.timedelta(minutes=5))
-            .not_valid_after(now + dt.timedelta(days=1))
-            .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
-        )  # fmt: skip
-        if usage is not None:
-            builder = builder.add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
-        if sans:
-            builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
-        return builder.sign(issuer[1] if issuer else key, hashes.SHA256()), key
-
-    import ipaddress
+    from tests.fixtures.certs import Authority
 
     directory.mkdir(parents=True, exist_ok=True)
-    root = make("dynconf git test CA", None, None, [], ca=True)
-    other = make("some other CA", None, None, [], ca=True)
-    server = make(
-        "localhost",
-        root,
-        ExtendedKeyUsageOID.SERVER_AUTH,
-        [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))],
-    )
-    client = make("agent", root, ExtendedKeyUsageOID.CLIENT_AUTH, [])  # fmt: skip
-    ca, _ = save("ca", *root)
-    other_ca, _ = save("other-ca", *other)
-    server_cert, server_key = save("server", *server)
-    client_cert, client_key = save("client", *client)
-    return Pki(ca, server_cert, server_key, client_cert, client_key, other_ca)
+    root, other = Authority("dynconf git test CA"), Authority("some other CA")
+    server = root.issue("localhost", ["localhost", "127.0.0.1"])
+    client = root.issue("agent", server=False, client=True)
+    paths = {name: (directory / f"{name}.pem", directory / f"{name}-key.pem")
+             for name in ("ca", "other-ca", "server", "client")}  # fmt: skip
+    paths["ca"][0].write_bytes(root.cert_pem())
+    paths["other-ca"][0].write_bytes(other.cert_pem())
+    server.write(*paths["server"])
+    client.write(*paths["client"])
+    return Pki(paths["ca"][0], *paths["server"], *paths["client"], paths["other-ca"][0])
 
 
 @pytest.fixture(scope="session")

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import datetime as dt
 import hashlib
 import json
 import os
@@ -185,52 +184,15 @@ class Pki:
 
 def make_pki(directory: Path) -> Pki:
     """A private CA; the server certificate names localhost and nats.test (not 127.0.0.1)."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+    from tests.fixtures.certs import Authority
 
-    now = dt.datetime.now(dt.UTC)
-
-    def name(text: str) -> x509.Name:
-        return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, text)])
-
-    def ca(text: str) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
-        key = ec.generate_private_key(ec.SECP256R1())
-        cert = (x509.CertificateBuilder().subject_name(name(text)).issuer_name(name(text))
-                .public_key(key.public_key()).serial_number(x509.random_serial_number())
-                .not_valid_before(now - dt.timedelta(minutes=5))
-                .not_valid_after(now + dt.timedelta(days=1))
-                .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-                .sign(key, hashes.SHA256()))  # fmt: skip
-        return cert, key
-
-    def leaf(text: str, issuer: Any, usage: Any, sans: list[x509.GeneralName]) -> Any:
-        key = ec.generate_private_key(ec.SECP256R1())
-        builder = (x509.CertificateBuilder().subject_name(name(text))
-                   .issuer_name(issuer[0].subject).public_key(key.public_key())
-                   .serial_number(x509.random_serial_number())
-                   .not_valid_before(now - dt.timedelta(minutes=5))
-                   .not_valid_after(now + dt.timedelta(days=1))
-                   .add_extension(x509.ExtendedKeyUsage([usage]), critical=False))  # fmt: skip
-        if sans:
-            builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
-        return builder.sign(issuer[1], hashes.SHA256()), key
-
-    def pem_key(key: Any) -> bytes:
-        return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                 serialization.NoEncryption())  # fmt: skip
-
-    root, other = ca("dynconf nats test CA"), ca("some other CA")
-    server = leaf("nats.test", root, ExtendedKeyUsageOID.SERVER_AUTH,
-                  [x509.DNSName("localhost"), x509.DNSName("nats.test")])  # fmt: skip
-    client = leaf("dynconf-agent", root, ExtendedKeyUsageOID.CLIENT_AUTH, [])
-    pem = serialization.Encoding.PEM
-    files = {"ca.pem": root[0].public_bytes(pem), "other-ca.pem": other[0].public_bytes(pem),
-             "server.pem": server[0].public_bytes(pem), "server-key.pem": pem_key(server[1]),
-             "client.pem": client[0].public_bytes(pem), "client-key.pem": pem_key(client[1])}  # fmt: skip
-    for file_name, data in files.items():
-        (directory / file_name).write_bytes(data)
+    root, other = Authority("dynconf nats test CA"), Authority("some other CA")
+    server = root.issue("nats.test", ["localhost", "nats.test"])
+    client = root.issue("dynconf-agent", server=False, client=True)
+    (directory / "ca.pem").write_bytes(root.cert_pem())
+    (directory / "other-ca.pem").write_bytes(other.cert_pem())
+    server.write(directory / "server.pem", directory / "server-key.pem")
+    client.write(directory / "client.pem", directory / "client-key.pem")
     return Pki(ca=directory / "ca.pem", server_cert=directory / "server.pem",
                server_key=directory / "server-key.pem", client_cert=directory / "client.pem",
                client_key=directory / "client-key.pem", other_ca=directory / "other-ca.pem")  # fmt: skip

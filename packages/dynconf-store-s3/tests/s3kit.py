@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import os
 import socket
 import subprocess
@@ -105,39 +104,14 @@ class Pki:
 
 def make_pki(directory: Path) -> Pki:
     """A private CA and a server certificate naming localhost."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
+    from tests.fixtures.certs import Authority
 
-    now = dt.datetime.now(dt.UTC)
-
-    def name(text: str) -> x509.Name:
-        return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, text)])
-
-    def build(subject: str, issuer: Any, key: Any, ca: bool, sans: list[Any]) -> Any:
-        builder = (x509.CertificateBuilder().subject_name(name(subject))
-                   .issuer_name(name(issuer[0]) if issuer else name(subject))
-                   .public_key(key.public_key()).serial_number(x509.random_serial_number())
-                   .not_valid_before(now - dt.timedelta(minutes=5))
-                   .not_valid_after(now + dt.timedelta(days=1))
-                   .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))  # fmt: skip
-        if sans:
-            builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
-        return builder.sign(issuer[1] if issuer else key, hashes.SHA256())
-
-    ca_key, other_key, server_key = (ec.generate_private_key(ec.SECP256R1()) for _ in range(3))
-    ca = build("dynconf s3 test CA", None, ca_key, True, [])
-    other = build("some other CA", None, other_key, True, [])
-    server = build("localhost", ("dynconf s3 test CA", ca_key), server_key, False,
-                   [x509.DNSName("localhost")])  # fmt: skip
-    pem = serialization.Encoding.PEM
+    ca, other = Authority("dynconf s3 test CA"), Authority("some other CA")
+    server = ca.issue("localhost", ["localhost"])
     directory.mkdir(parents=True, exist_ok=True)
-    (directory / "ca.pem").write_bytes(ca.public_bytes(pem))
-    (directory / "other-ca.pem").write_bytes(other.public_bytes(pem))
-    (directory / "server.pem").write_bytes(server.public_bytes(pem))
-    (directory / "server-key.pem").write_bytes(server_key.private_bytes(
-        pem, serialization.PrivateFormat.TraditionalOpenSSL, serialization.NoEncryption()))  # fmt: skip
+    (directory / "ca.pem").write_bytes(ca.cert_pem())
+    (directory / "other-ca.pem").write_bytes(other.cert_pem())
+    server.write(directory / "server.pem", directory / "server-key.pem", traditional=True)
     return Pki(directory / "ca.pem", directory / "server.pem", directory / "server-key.pem",
                directory / "other-ca.pem")  # fmt: skip
 

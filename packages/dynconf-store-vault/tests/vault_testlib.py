@@ -3,7 +3,7 @@
 The dev server listens on plain HTTP and keeps everything in memory, so it can neither
 authenticate a TLS client certificate (``cert`` auth) nor come back from a restart with
 the secrets a watch was following. This one has a TLS listener (certificates from a
-throw-away CA made with the ``openssl`` CLI), raft storage, one unseal key, and a
+throw-away CA, :mod:`tests.fixtures.certs`), raft storage, one unseal key, and a
 ``restart()`` that stops the process by its pid, starts it again and unseals it.
 """
 
@@ -59,33 +59,22 @@ def make_pki(directory: Path) -> Pki:
 
     ``stranger`` is a client certificate from a CA Vault does not trust.
     """
-    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    from tests.fixtures.certs import Authority
+
+    authorities = {
+        ca: Authority(f"dynconf vault test {ca}") for ca in ("ca", "client_ca", "other_ca")
+    }
     paths: dict[str, Path] = {}
-    for ca in ("ca", "client_ca", "other_ca"):
+    for ca, authority in authorities.items():
         paths[ca] = directory / f"{ca}.crt"
-        paths[f"{ca}_key"] = directory / f"{ca}.key"
-        _openssl("req", "-x509", *ec, "-keyout", str(paths[f"{ca}_key"]), "-out",
-                 str(paths[ca]), "-days", "2", "-subj", f"/CN=dynconf vault test {ca}")  # fmt: skip
-    for name, ca, cn, ext_text in (
-        (
-            "server",
-            "ca",
-            "vault.test",
-            "subjectAltName=DNS:localhost,DNS:vault.test,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n",
-        ),
-        ("client", "client_ca", "billing.default", "extendedKeyUsage=clientAuth\n"),
-        ("stranger", "other_ca", "billing.default", "extendedKeyUsage=clientAuth\n"),
-    ):
-        ext = directory / f"{name}.ext"
-        ext.write_text(ext_text + "basicConstraints=CA:FALSE\n")
-        csr = directory / f"{name}.csr"
+        paths[ca].write_bytes(authority.cert_pem())
+    server = authorities["ca"].issue("vault.test", ["localhost", "vault.test", "127.0.0.1"])
+    client = authorities["client_ca"].issue("billing.default", server=False, client=True)
+    stranger = authorities["other_ca"].issue("billing.default", server=False, client=True)
+    for name, leaf in (("server", server), ("client", client), ("stranger", stranger)):
         paths[f"{name}_key"] = directory / f"{name}.key"
         paths[f"{name}_cert"] = directory / f"{name}.crt"
-        _openssl("req", "-new", *ec, "-keyout", str(paths[f"{name}_key"]), "-out", str(csr),
-                 "-subj", f"/CN={cn}")  # fmt: skip
-        _openssl("x509", "-req", "-in", str(csr), "-CA", str(paths[ca]), "-CAkey",
-                 str(paths[f"{ca}_key"]), "-CAcreateserial", "-days", "2", "-extfile", str(ext),
-                 "-out", str(paths[f"{name}_cert"]))  # fmt: skip
+        leaf.write(paths[f"{name}_cert"], paths[f"{name}_key"])
     return Pki(
         ca=paths["ca"],
         server_cert=paths["server_cert"],

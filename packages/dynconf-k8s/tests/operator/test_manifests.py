@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from dynconf_k8s.operator.crds import crd_file_name, crd_manifests, crd_yaml, shipped_crds
+from dynconf_k8s.operator.crds import crd_file_name, crd_yaml, shipped_crds
 from dynconf_k8s.operator.podaudit import (
     INTERVAL_ENV,
     POD_AUDIT_ENV,
@@ -35,22 +35,32 @@ def test_shipped_crds_equal_the_generator(where: str) -> None:
     )
 
 
-def test_crds_flag_prints_the_three_crds_as_json_documents() -> None:
+def test_crds_flag_prints_every_shipped_crd_as_json_documents() -> None:
     out = subprocess.run(
         [str(OPERATOR), "--crds"], capture_output=True, text=True, check=True
     ).stdout
     documents = [json.loads(part) for part in out.split("\n---\n")]
-    assert documents == crd_manifests()
+    assert documents == shipped_crds()
     kinds = [(d["spec"]["names"]["kind"], d["spec"]["scope"]) for d in documents]
     assert kinds == [
         ("DynamicConfigClass", "Namespaced"),
         ("ClusterDynamicConfigClass", "Cluster"),
         ("DynamicConfigRender", "Namespaced"),
+        ("DynamicConfigInstallation", "Cluster"),
     ]
     render = documents[2]["spec"]["versions"][0]
     assert render["subresources"] == {"status": {}}
     assert documents[0]["spec"]["group"] == "dynamic-config.rs"
     assert render["name"] == "v1alpha1"
+
+
+def test_crds_flag_prints_what_the_chart_and_deploy_ship() -> None:
+    out = subprocess.run(
+        [str(OPERATOR), "--crds"], capture_output=True, text=True, check=True
+    ).stdout
+    printed = {crd_file_name(json.loads(part)) for part in out.split("\n---\n")}
+    shipped = {path.name for path in (REPO / "deploy/crds").glob("dynamic-config.rs_*.yaml")}
+    assert printed == shipped
 
 
 def _rules(rules: list[dict[str, Any]]) -> set[tuple[str, str, str]]:

@@ -128,56 +128,15 @@ def apply_patch() -> Callable[[dict[str, Any], list[dict[str, Any]]], dict[str, 
 
 def mint_pair(directory: Any, name: str = "tls") -> tuple[str, str, str]:
     """A fresh CA and a leaf for 127.0.0.1/localhost: ``(ca_pem_path, cert_path, key_path)``."""
-    import datetime
-    import ipaddress
     from pathlib import Path
 
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
+    from tests.fixtures.certs import Authority
 
-    now = datetime.datetime.now(datetime.UTC)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "dynamic-config-webhook-ca")])
-    ca = (
-        x509.CertificateBuilder()
-        .subject_name(ca_name)
-        .issuer_name(ca_name)
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(ca_key, hashes.SHA256())
-    )
-    key = ec.generate_private_key(ec.SECP256R1())
-    leaf = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")]))
-        .issuer_name(ca_name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(
-            x509.SubjectAlternativeName(
-                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
-            ),
-            critical=False,
-        )
-        .sign(ca_key, hashes.SHA256())
-    )
+    authority = Authority("dynamic-config-webhook-ca")
+    leaf = authority.issue("127.0.0.1", ["localhost", "127.0.0.1"])
     d = Path(directory)
-    (d / f"{name}-ca.crt").write_bytes(ca.public_bytes(serialization.Encoding.PEM))
-    (d / f"{name}.crt").write_bytes(leaf.public_bytes(serialization.Encoding.PEM))
-    (d / f"{name}.key").write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
+    (d / f"{name}-ca.crt").write_bytes(authority.cert_pem())
+    leaf.write(d / f"{name}.crt", d / f"{name}.key")
     return str(d / f"{name}-ca.crt"), str(d / f"{name}.crt"), str(d / f"{name}.key")
 
 

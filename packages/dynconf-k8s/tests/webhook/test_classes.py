@@ -288,3 +288,138 @@ def test_failed_poll_keeps_the_previous_map(tmp_path: Path, webhook_identity: Ku
 
     assert poller.poll_once() is False
     assert ("ns", "kept") in poller.classes()
+
+
+def _classes_hook(running_webhook: Any, poller: ClassPoller) -> Any:
+    settings = WebhookSettings(
+        installation=parse_installation({"DYNAMIC_CONFIG_WEBHOOK_CLASSES": "true"}), classes=True
+    )
+    return running_webhook(settings, classes=poller.classes)
+
+
+def _cluster_class(custom: Any, cluster: Any, name: str, spec: dict[str, Any]) -> None:
+    custom.create_cluster_custom_object(
+        GROUP, VERSION, "clusterdynamicconfigclasses",
+        {"apiVersion": f"{GROUP}/{VERSION}", "kind": "ClusterDynamicConfigClass",
+         "metadata": {"name": name}, "spec": spec},
+    )  # fmt: skip
+    cluster.on_teardown(
+        lambda: custom.delete_cluster_custom_object(
+            GROUP, VERSION, "clusterdynamicconfigclasses", name
+        )
+    )
+
+
+@pytest.mark.usefixtures("class_crds")
+def test_cluster_class_credential_in_another_namespace_is_refused(
+    cluster: Any, running_webhook: Any, poller: ClassPoller, kube_client: Any
+) -> None:
+    from kubernetes import client
+    from kubernetes.client.rest import ApiException
+
+    custom = client.CustomObjectsApi(kube_client)
+    hook = _classes_hook(running_webhook, poller)
+    label = uuid.uuid4().hex[:8]
+    tenant, platform = cluster.namespace(label), cluster.namespace(label)
+    cluster.register(hook, label)
+    name = f"platform-{label}"
+    _cluster_class(custom, cluster, name, {
+        "source": "consul", "endpoint": "http://consul.infra.svc:8500",
+        "tokenSecret": {"name": "consul-agent-token", "namespace": platform, "key": "token"},
+    })  # fmt: skip
+    _await_map(poller, lambda m: (None, name) in m)
+
+    with pytest.raises(ApiException) as caught:
+        cluster.create_pod(tenant, {**POD, "dynamic-config.rs/class": name})
+    at_home = cluster.create_pod(platform, {**POD, "dynamic-config.rs/class": name})
+
+    assert caught.value.status == 403
+    status = _refusal(caught)
+    assert status["reason"] == "DynamicConfigPolicy"
+    assert (
+        f'ClusterDynamicConfigClass "{name}" keeps its credential Secret in namespace '
+        f"{platform}: it is usable by a DynamicConfigRender and not by an injected agent"
+    ) in status["message"]
+    agent = at_home.spec.containers[1]
+    assert [(e.name, e.value_from.secret_key_ref.name) for e in agent.env] == [
+        ("DYNAMIC_CONFIG_AGENT_TOKEN", "consul-agent-token")
+    ]
+
+
+@pytest.mark.usefixtures("class_crds")
+def test_the_pods_own_annotations_win_over_its_class(
+    cluster: Any, running_webhook: Any, poller: ClassPoller, kube_client: Any
+) -> None:
+    from kubernetes import client
+
+    custom = client.CustomObjectsApi(kube_client)
+    hook = _classes_hook(running_webhook, poller)
+    label = uuid.uuid4().hex[:8]
+    namespace = cluster.namespace(label)
+    cluster.register(hook, label)
+    custom.create_namespaced_custom_object(
+        GROUP, VERSION, namespace, "dynamicconfigclasses",
+        {"apiVersion": f"{GROUP}/{VERSION}", "kind": "DynamicConfigClass",
+         "metadata": {"name": "team-consul"},
+         "spec": {"source": "consul", "endpoint": "http://consul.infra.svc:8500",
+                  "tokenSecret": "consul-agent-token"}},
+    )  # fmt: skip
+    _await_map(poller, lambda m: (namespace, "team-consul") in m)
+
+    pod = cluster.create_pod(
+        namespace,
+        {
+            **POD,
+            "dynamic-config.rs/class": "team-consul",
+            "dynamic-config.rs/endpoint": "http://consul.team.svc:8500",
+            "dynamic-config.rs/token-secret": "team-token/acl",
+        },
+    )
+
+    agent = pod.spec.containers[1]
+    assert agent.args[:4] == ["--source", "consul", "--endpoint", "http://consul.team.svc:8500"]
+    assert [
+        (e.name, e.value_from.secret_key_ref.name, e.value_from.secret_key_ref.key)
+        for e in agent.env
+    ] == [("DYNAMIC_CONFIG_AGENT_TOKEN", "team-token", "acl")]
+
+
+@pytest.mark.usefixtures("class_crds")
+def test_the_namespaces_own_class_comes_before_a_cluster_class_of_that_name(
+    cluster: Any, running_webhook: Any, poller: ClassPoller, kube_client: Any
+) -> None:
+    """The contract looks up ``(namespace, name)`` first and the cluster scope only after.
+
+    The cluster class admits only ``elsewhere``, so a pod in ``own`` is admitted at all only
+    because its namespace's class answered first.
+    """
+    from kubernetes import client
+
+    custom = client.CustomObjectsApi(kube_client)
+    hook = _classes_hook(running_webhook, poller)
+    label = uuid.uuid4().hex[:8]
+    own, elsewhere = cluster.namespace(label), cluster.namespace(label)
+    cluster.register(hook, label)
+    name = f"shared-{label}"
+    _cluster_class(custom, cluster, name, {
+        "source": "consul", "endpoint": "http://consul.platform.svc:8500",
+        "namespaces": [elsewhere],
+    })  # fmt: skip
+    custom.create_namespaced_custom_object(
+        GROUP, VERSION, own, "dynamicconfigclasses",
+        {"apiVersion": f"{GROUP}/{VERSION}", "kind": "DynamicConfigClass",
+         "metadata": {"name": name},
+         "spec": {"source": "vault", "endpoint": "https://vault.team.svc:8200",
+                  "tokenSecret": "vault-token"}},
+    )  # fmt: skip
+    _await_map(poller, lambda m: (None, name) in m and (own, name) in m)
+
+    in_own = cluster.create_pod(own, {**POD, "dynamic-config.rs/class": name})
+    in_elsewhere = cluster.create_pod(elsewhere, {**POD, "dynamic-config.rs/class": name})
+
+    assert in_own.spec.containers[1].args[:4] == [
+        "--source", "vault", "--endpoint", "https://vault.team.svc:8200",
+    ]  # fmt: skip
+    assert in_elsewhere.spec.containers[1].args[:4] == [
+        "--source", "consul", "--endpoint", "http://consul.platform.svc:8500",
+    ]  # fmt: skip

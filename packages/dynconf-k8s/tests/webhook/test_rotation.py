@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from cryptography import x509
+from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from dynconf_k8s.contract import InstallationError, parse_installation
 from dynconf_k8s.webhook.kube import KubeAccess
@@ -31,6 +32,7 @@ from dynconf_k8s.webhook.rotation import (
     mint,
 )
 from dynconf_k8s.webhook.settings import WebhookSettings
+from tests.fixtures.certs import strict_handshake
 
 CANONICAL = {
     "dynamic-config.rs/inject": "true",
@@ -84,36 +86,44 @@ def test_a_certificate_minted_on_a_skewed_node_passes_a_strict_handshake_on_the_
 
 
 def _strict_handshake(ca: Path, pair: Path, name: str) -> list[BaseException]:
-    """Serve ``pair``'s ``tls.crt``/``tls.key`` on loopback and connect verifying by ``ca``
-    with ``VERIFY_X509_STRICT`` as ``name``; the server side's failures (none when it held)."""
-    import socket
-    import threading
+    """``pair``'s ``tls.crt``/``tls.key`` served and verified by ``ca`` as ``name`` with
+    ``VERIFY_X509_STRICT``; the server side's failures (none when it held)."""
+    return strict_handshake(ca, pair / "tls.crt", pair / "tls.key", name)
 
-    server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    server.load_cert_chain(pair / "tls.crt", pair / "tls.key")
-    client = ssl.create_default_context(cafile=str(ca))
-    client.verify_flags |= ssl.VERIFY_X509_STRICT
-    served: list[BaseException] = []
-    with socket.create_server(("127.0.0.1", 0)) as listener:
-        port = listener.getsockname()[1]
 
-        def serve() -> None:
-            conn, _ = listener.accept()
-            try:
-                with server.wrap_socket(conn, server_side=True) as tls:
-                    tls.recv(1)
-            except (OSError, ssl.SSLError) as error:
-                served.append(error)
+def test_a_minted_pair_carries_every_extension_strict_verification_requires(
+    tmp_path: Path,
+) -> None:
+    """Python 3.13 verifies with ``VERIFY_X509_STRICT`` by default; the pair must pass it there
+    and on every older Python, so the handshake sets the flag itself."""
+    minted = mint("dynamic-config-webhook", "dc", DAY, ("127.0.0.1",))
+    ca = x509.load_pem_x509_certificate(minted.ca)
+    leaf = x509.load_pem_x509_certificate(minted.cert)
 
-        thread = threading.Thread(target=serve, daemon=True)
-        thread.start()
-        with (
-            socket.create_connection(("127.0.0.1", port), timeout=5) as raw,
-            client.wrap_socket(raw, server_hostname=name) as tls,
-        ):
-            tls.sendall(b"x")
-        thread.join(5)
-    return served
+    def extension(cert: x509.Certificate, kind: type[Any]) -> x509.Extension[Any]:
+        return cert.extensions.get_extension_for_class(kind)
+
+    ca_ski = extension(ca, x509.SubjectKeyIdentifier).value
+    assert extension(ca, x509.BasicConstraints).critical
+    assert extension(ca, x509.BasicConstraints).value.ca
+    ca_usage = extension(ca, x509.KeyUsage)
+    assert ca_usage.critical and ca_usage.value.key_cert_sign and ca_usage.value.crl_sign
+    assert extension(leaf, x509.BasicConstraints).critical
+    assert not extension(leaf, x509.BasicConstraints).value.ca
+    leaf_usage = extension(leaf, x509.KeyUsage)
+    assert leaf_usage.critical and leaf_usage.value.digital_signature
+    assert not leaf_usage.value.key_cert_sign
+    assert list(extension(leaf, x509.ExtendedKeyUsage).value) == [ExtendedKeyUsageOID.SERVER_AUTH]
+    assert not extension(leaf, x509.SubjectAlternativeName).critical
+    assert extension(leaf, x509.SubjectKeyIdentifier).value == (
+        x509.SubjectKeyIdentifier.from_public_key(leaf.public_key())
+    )
+    aki = extension(leaf, x509.AuthorityKeyIdentifier).value
+    assert aki.key_identifier == ca_ski.digest
+    (tmp_path / "ca.pem").write_bytes(minted.ca)
+    (tmp_path / "tls.crt").write_bytes(minted.cert)
+    (tmp_path / "tls.key").write_bytes(minted.key)
+    assert not _strict_handshake(tmp_path / "ca.pem", tmp_path, "dynamic-config-webhook.dc.svc")
 
 
 @pytest.mark.parametrize(

@@ -1,7 +1,10 @@
 """The config-server client: ``GET /<application>/<profile>``, pushed over server-sent events.
 
 ``fetch`` reads the envelope ``{application, profile, generation, config}`` and answers the
-``config`` member as JSON text with the generation as revision. 401 and 403 are ``auth``
+``config`` member as JSON text with the generation as revision. A JSON object that is not
+the envelope (its keys are not exactly those four) is the resolved document itself — the
+answer of a config server written in any language — answered verbatim, with its ``ETag`` as
+revision. 401 and 403 are ``auth``
 (the server refused the credential); 404 is :data:`ABSENT` (the server answers the same
 404 for "not yours" and "not there", on purpose); everything else is ``remote``.
 
@@ -10,7 +13,8 @@ generation number; the client then fetches the document and delivers it when its
 differs from the last one delivered. ``Last-Event-ID`` resumes a subscription; after a
 dropped stream (a restarted server, a cut network) it reconnects with
 :class:`~dynconf.stores.Pace` backoff and resyncs with one fetch, so a change made while
-it was away is delivered once it is back.
+it was away is delivered once it is back. A server that answers the document but 404 for
+its stream has no stream: the client then asks for the document every ``interval`` instead.
 """
 
 from __future__ import annotations
@@ -52,6 +56,9 @@ __all__ = [
 DEFAULT_TIMEOUT: Final = 10.0
 MAX_BODY: Final = 1024 * 1024
 """The largest document envelope the client reads."""
+ENVELOPE: Final = frozenset({"application", "profile", "generation", "config"})
+"""The envelope's keys: a JSON object with exactly these is an envelope, any other object is
+the document itself."""
 MAX_EVENT: Final = 64 * 1024
 """The largest server-sent event the client accepts (events carry only a generation)."""
 SILENCE: Final = 50.0
@@ -243,18 +250,28 @@ class ConfigServerSource(SourceSupport):
         if len(body) > MAX_BODY:
             raise self.remote_error(f"answered a body larger than {MAX_BODY} bytes")
         try:
-            envelope = json.loads(body.decode("utf-8"))
+            text = body.decode("utf-8")
+            answered = json.loads(text)
         except (UnicodeDecodeError, ValueError):
             raise self.remote_error(
                 "answered a body that is not JSON; is this a config server?"
             ) from None
-        if not isinstance(envelope, dict) or not isinstance(envelope.get("config"), dict):
+        if not isinstance(answered, dict):
             raise self.remote_error(
-                "answered without a `config` document; is this a config server?"
+                "answered JSON that is not an object; a config server answers its envelope "
+                "or the document itself, and a document is an object"
             )
-        generation = envelope.get("generation")
+        if answered.keys() != ENVELOPE:
+            # The resolved document itself: the bytes the server chose, and its ETag.
+            etag = response.headers.get("ETag")
+            return Fetched(text=text, format="json", revision=_etag_revision(etag))
+        if not isinstance(answered["config"], dict):
+            raise self.remote_error(
+                "answered an envelope whose `config` is not an object; is this a config server?"
+            )
+        generation = answered["generation"]
         return Fetched(
-            text=json.dumps(envelope["config"], ensure_ascii=False),
+            text=json.dumps(answered["config"], ensure_ascii=False),
             format="json",
             revision=str(generation) if isinstance(generation, int) else None,
         )
@@ -264,16 +281,22 @@ class ConfigServerSource(SourceSupport):
         """Yield each new document (or ABSENT once) the stream announces, until ``stop()``.
 
         The opening event primes (nothing is delivered for it); stopping takes about
-        250 ms. ``interval`` is the reconnect pace after a dropped stream.
+        250 ms. ``interval`` is the reconnect pace after a dropped stream, and the polling
+        interval for a server that answers the document but 404 for its stream.
         """
         pace = Pace(max(interval, 0.5))
         last: Fetched | Absent | None = None
         resume: str | None = None
         dropped = False
+        streamless: Fetched | None = None
         while not stop():
             try:
                 for event_id in self._events(resume, stop):
-                    if event_id is ABSENT:  # 404: gone, or not granted (the same answer)
+                    if event_id is ABSENT:  # 404: gone, not granted, or no stream at all
+                        answer = self.fetch()
+                        if isinstance(answer, Fetched):
+                            streamless = answer
+                            break
                         if last is not None and last is not ABSENT:
                             yield ABSENT
                         last = ABSENT
@@ -289,6 +312,9 @@ class ConfigServerSource(SourceSupport):
                     last = answer
                     if isinstance(event_id, str):
                         resume = event_id
+                if streamless is not None:  # the stream's 404 closed above, on leaving it
+                    yield from self._poll(streamless, last, interval, stop)
+                    return
             except AuthError:
                 self.connected = False
                 raise
@@ -304,6 +330,36 @@ class ConfigServerSource(SourceSupport):
             pace.failed()
             if self.pause(pace.next_wait(), stop):
                 return
+
+    def _poll(
+        self,
+        answer: Fetched | Absent,
+        last: Fetched | Absent | None,
+        interval: float,
+        stop: Callable[[], bool],
+    ) -> Iterator[Fetched | Absent]:
+        """Ask for the document every ``interval`` (a server that answers it but has no stream).
+
+        ``answer`` is the fetch that showed the document is there; like the stream's opening
+        event, the first answer primes and is delivered only if it differs from ``last``.
+        """
+        log.info(
+            "config_server_polling",
+            extra={"store": self.description, "interval": interval},
+        )
+        while True:
+            if last is not None and not same_document(answer, last):
+                yield answer
+            last = answer
+            if self.pause(max(interval, 0.5), stop):
+                return
+            try:
+                answer = self.fetch()
+            except AuthError:
+                raise
+            except DynconfError as exc:
+                self.report(exc)
+                answer = last
 
     def _events(
         self, resume: str | None, stop: Callable[[], bool]
@@ -358,6 +414,14 @@ class ConfigServerSource(SourceSupport):
     # ------------------------------------------------------------------ internals
     def __repr__(self) -> str:
         return f"ConfigServerSource({self.description!r})"
+
+
+def _etag_revision(etag: str | None) -> str | None:
+    """An ``ETag`` as a revision: its opaque part, without ``W/`` and the quotes."""
+    if not etag:
+        return None
+    tag = etag.strip().removeprefix("W/").strip('"')
+    return tag or None
 
 
 def _read_events(response: Any, out: queue.Queue[_Event | BaseException | None]) -> None:

@@ -36,7 +36,10 @@ __all__ = [
     "split_marker",
 ]
 
-BUILTIN_IMAGE: Final = "ghcr.io/dynamic-config-rs/dynamic-config-agent:v0.3.0"
+BUILTIN_IMAGE: Final = "ghcr.io/dynconf/dynconf-agent:v0.3.0"
+"""The agent image when ``DYNAMIC_CONFIG_AGENT_IMAGE`` is unset. Images are tagged
+``v<appVersion>`` of the chart (not the Python distribution's version), so the tag follows
+``charts/dynamic-config/Chart.yaml``; a chart test holds the two equal."""
 
 
 class ENV:

@@ -1,9 +1,10 @@
 """The CRD manifests, generated from the types in :mod:`dynconf_k8s.operator.types`.
 
-``dynamic-config-operator --crds`` prints them (pretty JSON, documents separated by
-``\\n---\\n``, as the contract says); ``--write-crds DIR`` writes the YAML copies shipped in
-``deploy/crds/`` and ``charts/dynamic-config/crds/`` (``dynamic-config.rs_<plural>.yaml``), and a
-test fails when a shipped copy differs from what the types generate.
+``dynamic-config-operator --crds`` prints every shipped CRD (pretty JSON, documents separated
+by ``\\n---\\n``, as the contract says: its three, then the installation); ``--write-crds
+DIR`` writes the YAML copies shipped in ``deploy/crds/`` and ``charts/dynamic-config/crds/``
+(``dynamic-config.rs_<plural>.yaml``), and a test fails when a shipped copy differs from what
+the types generate.
 
 Pydantic's JSON Schema is turned into a Kubernetes *structural* schema here: references are
 inlined (CRDs accept no ``$ref``), optional fields lose their ``null`` branch (absent is how
@@ -156,8 +157,8 @@ def shipped_crds() -> list[dict[str, Any]]:
 
 
 def crds_json() -> str:
-    """What ``--crds`` prints: each CRD as pretty JSON, separated by ``\\n---\\n``."""
-    return "\n---\n".join(json.dumps(crd, indent=2) for crd in crd_manifests()) + "\n"
+    """What ``--crds`` prints: each shipped CRD as pretty JSON, separated by ``\\n---\\n``."""
+    return "\n---\n".join(json.dumps(crd, indent=2) for crd in shipped_crds()) + "\n"
 
 
 def crd_file_name(crd: dict[str, Any]) -> str:

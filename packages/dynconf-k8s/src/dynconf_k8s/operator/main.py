@@ -1,6 +1,6 @@
 """``dynamic-config-operator``: print the CRDs, or run the controller.
 
-``--crds`` prints the three CRDs (pretty JSON separated by ``---``) and exits;
+``--crds`` prints every CRD we ship (pretty JSON separated by ``---``) and exits;
 ``--write-crds DIR`` writes the shipped YAML copies. Without flags the process runs: JSON logs
 on stdout, metrics and probes on ``DYNAMIC_CONFIG_OPERATOR_METRICS_ADDR`` (default
 ``0.0.0.0:9090``, empty disables), leader election when ``POD_NAMESPACE`` and ``POD_NAME`` are
@@ -238,7 +238,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         VERSION_FLAG, action="version", version=version_line(SERVICE_NAME, "dynconf-k8s").strip()
     )
-    parser.add_argument("--crds", action="store_true", help="print the three CRDs and exit")
+    parser.add_argument(
+        "--crds",
+        action="store_true",
+        help="print every CRD (the three, then the installation) and exit",
+    )
     parser.add_argument(
         "--write-crds",
         metavar="DIR",

@@ -88,7 +88,7 @@ def _source_gates(
         if denied:
             raise Refusal(
                 f'{key} is "{render.source}", which webhook.sourceDeny '
-                f"(DYNAMIC_CONFIG_WEBHOOK_SOURCE_DENY) turns off in namespace {shown} — use "
+                f'(DYNAMIC_CONFIG_WEBHOOK_SOURCE_DENY) turns off in namespace "{shown}" — use '
                 "another store, or ask the installer",
                 reason=POLICY,
             )
@@ -101,7 +101,7 @@ def _source_gates(
             )
             raise Refusal(
                 f'{key} is "{render.source}", which webhook.sourceAllow '
-                f"(DYNAMIC_CONFIG_WEBHOOK_SOURCE_ALLOW) does not allow in namespace {shown}; "
+                f'(DYNAMIC_CONFIG_WEBHOOK_SOURCE_ALLOW) does not allow in namespace "{shown}"; '
                 f"{listing}",
                 reason=POLICY,
             )
@@ -125,7 +125,7 @@ def _env_gate(
         )
         raise Refusal(
             f"{annotation('agent-env')} sets {name}, which webhook.agentEnvAllow "
-            f"(DYNAMIC_CONFIG_WEBHOOK_AGENT_ENV_ALLOW) does not allow in namespace {shown}; "
+            f'(DYNAMIC_CONFIG_WEBHOOK_AGENT_ENV_ALLOW) does not allow in namespace "{shown}"; '
             f"{listing}",
             reason=POLICY,
         )

@@ -4,7 +4,8 @@ The webhook writes the agent's command line; the agent judges it again at start.
 rules would drift (a ``.env`` path, ``startup-policy: bogus`` admitted, then a crash-looping
 agent), so there is one: :func:`dynconf_k8s.agent.flags.parse_args`, called here on the exact
 ``args`` and ``env`` of each injected container. Its refusal becomes the pod's, naming the
-annotation that produced the refused flag (:data:`~dynconf_k8s.contract.registry.FLAG_KEYS`).
+annotation that produced the refused flag: the parser's refusal is data (its ``field`` is the
+contract row), rendered here with annotation keys, so no sentence is read or rewritten.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any, Final
 from dynconf_k8s.agent.flags import UsageError, parse_also, parse_args
 from dynconf_k8s.contract.plan import Plan, Render
 from dynconf_k8s.contract.refusals import Refusal
-from dynconf_k8s.contract.registry import ALSO, FLAG_KEYS, PREFIX, annotation
+from dynconf_k8s.contract.registry import ALSO, PREFIX, annotation
 from dynconf_k8s.webhook.patch import AgentContainers, agent_containers, also_arg
 
 __all__ = ["check_agent_args"]
@@ -44,19 +45,18 @@ def _accepted(args: tuple[str, ...], env: tuple[tuple[str, str], ...]) -> None:
     parse_args(args, dict(env))
 
 
-def _key_of(error: UsageError, render: Render, plan: Plan) -> str:
-    """The annotation behind the refused flag (``also.<name>`` for the ``--also`` it was)."""
-    base = FLAG_KEYS.get(error.flag or "")
-    if base is None:
+def _key_of(field: str | None, render: Render, plan: Plan) -> str:
+    """The annotation behind a refused contract field (``also.<name>`` for an ``--also``)."""
+    if field is None:
         return annotation("inject") if render.name is None else f"{PREFIX}*.{render.name}"
-    if base == ALSO:
+    if field == ALSO:
         for also in plan.also:
             try:
                 parse_also(also_arg(also), None)
             except UsageError:
                 return annotation(ALSO, also.name)
         return f"{PREFIX}{ALSO}.*"
-    return annotation(base, render.name)
+    return annotation(field, render.name)
 
 
 def check_agent_args(plan: Plan, containers: AgentContainers | None = None) -> None:
@@ -77,8 +77,10 @@ def _check(container: Mapping[str, Any], render: Render, plan: Plan) -> None:
     try:
         _accepted(tuple(container["args"]), tuple(_env(container).items()))
     except UsageError as error:
+        key = _key_of(error.refusal.field, render, plan)
+        sentence = error.refusal.render(lambda field: _key_of(field, render, plan))
         raise Refusal(
-            f"{_key_of(error, render, plan)} would stop the agent at start "
-            f"({error.message}) — "
-            "fix the annotation so the agent can take it"
+            f"{key} would stop the agent at start ({sentence}) — "
+            "fix the annotation so the agent can take it",
+            field=None if error.refusal.field is None else key,
         ) from None

@@ -196,12 +196,18 @@ def _metrics(render: Render) -> list[str]:
     return _row("metrics-port", f"0.0.0.0:{render.metrics_port}" if render.metrics_port else None)
 
 
+def _render_watch_args(render: Render) -> list[str]:
+    """The per-render rows only a watching agent takes, for a named render's watcher (the
+    default render's come in golden order among the pod's own)."""
+    return _row("tls-reload", render.tls_reload) + _row("timeout", render.timeout)
+
+
 def _args(plan: Plan, render: Render, watch: bool) -> list[str]:
     args = _store_args(plan, render)
     if watch:
         args += _row("watch-seconds", render.watch_seconds)
     if render.name is not None:
-        return args + (_metrics(render) if watch else [])
+        return args + (_render_watch_args(render) + _metrics(render) if watch else [])
     args += _row("dynamic", plan.dynamic)
     for also in plan.also:
         args += ["--also", also_arg(also)]
