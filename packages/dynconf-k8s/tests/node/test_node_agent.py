@@ -344,8 +344,8 @@ def test_a_missing_required_attribute_is_named(node: Node, missing: str) -> None
         ({"metrics-port": "9110"}, "one endpoint for the node"),
         ({"colour": "blue"}, 'the volume attribute "colour" is unknown'),
         ({"ref": "main"}, 'the volume attribute "ref" is git\'s; remove it for a redis source'),
-        ({"file-mode": "1777"}, 'the volume attribute "file-mode": 1777 is past 0777'),
-        ({"watch-seconds": "soon"}, 'the volume attribute "watch-seconds" is not a whole number'),
+        ({"file-mode": "1777"}, 'the volume attribute "file-mode" is past 0777'),
+        ({"watch-seconds": "soon"}, 'the volume attribute "watch-seconds" takes whole seconds'),
         (
             {"source": "nosuch"},
             "the nosuch store is not in this installation; it carries: config-server, consul",

@@ -33,11 +33,11 @@ from dynconf.plugins import (
 )
 from dynconf.stores import Lease, StoreType
 from dynconf_k8s.agent.flags import (
-    HELP,
     USAGE,
     AgentSettings,
     UsageError,
     asked_for_info,
+    help_text,
     parse_args,
 )
 from dynconf_k8s.agent.once import AgentFatal, render_once
@@ -116,7 +116,7 @@ def run(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = N
     args = list(sys.argv[1:] if argv is None else argv)
     asked = asked_for_info(args)
     if asked == "help":
-        sys.stdout.write(HELP)
+        sys.stdout.write(help_text())
         return 0
     if asked == "version":
         from dynconf.cli import version_line

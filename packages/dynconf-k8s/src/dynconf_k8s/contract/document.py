@@ -102,12 +102,38 @@ def _shape(value: object) -> str:
     return "a " + type(value).__name__
 
 
+def _is_null(text: str) -> bool:
+    """Whether ``text`` holds a YAML null scalar (``~``, ``null``) rather than nothing at all.
+
+    A blank or comment-only document is an empty installation; an explicit null is a stray
+    scalar where a mapping belongs, and is refused like any other non-mapping.
+    """
+    import yaml
+
+    if not any(
+        line.strip() and not line.lstrip().startswith("#") and line.strip() not in ("---", "...")
+        for line in text.splitlines()
+    ):
+        return False
+    try:
+        return yaml.safe_load(text) is None
+    except yaml.YAMLError:
+        return False
+
+
 def render_document(text: str, *, origin: str = "the installation document") -> dict[str, str]:
     """The variables a document stands for; raises :class:`InstallationError` on any problem."""
     try:
         document = parse_yaml(text, Origin.file(origin))
     except DynconfError as exc:
         raise InstallationError([f"{origin}: {exc}"]) from None
+    if not document and _is_null(text):
+        raise InstallationError(
+            [
+                f"{origin}: the document is a bare null (~), not a mapping of settings; "
+                "write the settings, or leave the document empty"
+            ]
+        )
     problems: list[str] = []
     out: dict[str, str] = {}
     for key in sorted(document):

@@ -281,7 +281,7 @@ def _judge(name: str, rule: Callable[[str], T], text: str, suffix: str | None) -
     try:
         return rule(text)
     except RuleError as exc:
-        raise Refusal(f"{annotation(name, suffix)} {exc}") from None
+        raise Refusal(f"{annotation(name, suffix)} {exc}", field=annotation(name, suffix)) from None
 
 
 def _check_keys(pod: _Pod) -> None:
@@ -391,7 +391,7 @@ def _skip_verify(pod: _Pod, render: Render, suffix: str | None) -> None:
     if render.ca is not None:
         raise Refusal(
             f"{annotation('tls-skip-verify', suffix)} and {annotation('ca-configmap', suffix)} "
-            "contradict each other: naming an authority and not checking it are two answers to "
+            "are contradictory: naming an authority and not checking it are two answers to "
             "one question — keep ca-configmap"
         )
 
@@ -534,8 +534,6 @@ def parse_pod(
         setattr(plan, row.target or "", pod.resolve(row, store))
     _render_checks(pod, default, None)
     default.metrics_port = pod.resolve(REGISTRY["metrics-port"], store) or None
-    default.tls_reload = bool(pod.resolve(REGISTRY["tls-reload"], store))
-    default.timeout = pod.value("timeout")
     mode = plan.mode
 
     _resources(pod, plan, store)
@@ -546,7 +544,8 @@ def parse_pod(
     if plan.history is not None and plan.volume_medium == "disk":
         raise Refusal(
             f"{annotation('history')} would keep replaced documents on node-backed storage "
-            f"under {annotation('volume-medium')} disk — drop one of them"
+            f"under {annotation('volume-medium')} disk, where a secret outlives the pod — drop "
+            "one of them"
         )
     plan.canary = _canary(pod, mode)
     _agent_image(pod, plan)
@@ -736,7 +735,7 @@ def _revoke_grace(pod: _Pod, plan: Plan) -> int | None:
     if int(str(grace)) > int(budget):
         raise Refusal(
             f"{annotation('revoke-grace')} is longer than the pod's "
-            f"terminationGracePeriodSeconds ({budget}); the kubelet would kill the agent "
+            f"terminationGracePeriodSeconds ({budget}); the kubelet would SIGKILL the agent "
             "mid-revoke — shorten it or raise the pod's grace period"
         )
     if not plan.dynamic:

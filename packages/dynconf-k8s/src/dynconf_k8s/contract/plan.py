@@ -91,7 +91,7 @@ class Plan:
     require_ack: bool = False
     startup_policy: str | None = None
     on_delete: str | None = None
-    max_document_bytes: str | None = None
+    max_document_bytes: int | None = None
     max_staleness: int | None = None
     also: list[Also] = field(default_factory=list)
     agent_env: list[tuple[str, str]] = field(default_factory=list)

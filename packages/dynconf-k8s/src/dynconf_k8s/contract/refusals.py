@@ -50,6 +50,9 @@ class Refusal(Exception):
     message: str
     reason: str = ""
     code: int = 400
+    field: str | None = None
+    """The annotation key refused, when one key is at fault (``dynamic-config.rs/file-mode``);
+    a test or a tool compares this, never the sentence."""
 
     def __post_init__(self) -> None:
         if not self.reason:

@@ -16,6 +16,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Literal
 
+from dynconf.render import DEFAULT_MAX_DOCUMENT_BYTES
 from dynconf_k8s.contract.loaded import loaded_stores
 from dynconf_k8s.contract.rules import (
     nonempty,
@@ -29,6 +30,7 @@ from dynconf_k8s.contract.rules import (
     parse_history,
     parse_mode,
     parse_port,
+    parse_positive_bytes,
     parse_positive_seconds,
     parse_quantity,
     parse_secret_ref,
@@ -39,7 +41,7 @@ from dynconf_k8s.contract.rules import (
     parse_whole_seconds,
     verbatim,
 )
-from dynconf_k8s.vocabulary import ON_DRIFT
+from dynconf_k8s.vocabulary import ON_DELETE, ON_DRIFT, STARTUP_POLICIES
 
 if TYPE_CHECKING:
     from dynconf.stores import StoreType
@@ -71,6 +73,7 @@ ALSO_SECTION: Final = "also-section"
 
 Scope = Literal["pod", "render", "store"]
 FlagKind = Literal["value", "bare", "negated"]
+FlagCarries = Literal["value", "path", "address"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +111,16 @@ class Key:
     flag_kind: FlagKind = "value"
     """``value``: ``--flag VALUE``; ``bare``: ``--flag`` when true; ``negated``: ``--flag``
     when false (``--no-tls-reload``)."""
+    flag_carries: FlagCarries = "value"
+    """What a value flag carries: ``value``, the text as written, which the agent's parser
+    judges by :attr:`rule` (the same function admission runs); ``path``, the file the patch
+    mounts the named object at (``--ca /etc/dynamic-config/ca/ca.crt``); ``address``, the
+    listener the patch builds from the value (``--metrics-addr 0.0.0.0:9110``). Only a
+    ``value`` flag is judged by the row's rule on the agent's side."""
+    absent: str | None = None
+    """The flag text the agent assumes when no flag is written (``allow-cached``), judged by
+    :attr:`rule` like a written one; ``None``: absent means unset. The patch never writes it,
+    so the agent's default has this one home."""
     store_field: str | None = None
     """The :class:`dynconf.stores.StoreSpec` field the flag sets as a plain string."""
     store_input: str | None = None
@@ -163,6 +176,8 @@ def _k(name: str, per_render: bool, form: str, default: str, summary: str, **kw:
 
 
 _ENV = "DYNAMIC_CONFIG_AGENT_"
+REVOKE_GRACE: Final = "5s"
+"""How long the agent may spend revoking its lease on the way out, when no flag says."""
 
 BOOK_KEYS: Final[tuple[Key, ...]] = (
     _k(
@@ -272,6 +287,7 @@ BOOK_KEYS: Final[tuple[Key, ...]] = (
         "A deadline for each fetch of the watching agent.",
         flags=("--timeout",),
         rule=parse_positive_seconds,
+        target="timeout",
         store_input="timeout",
     ),
     _k(
@@ -440,6 +456,7 @@ BOOK_KEYS: Final[tuple[Key, ...]] = (
         "A private CA, mounted into the agent only.",
         store_knob=True,
         store_shaped=True,
+        flag_carries="path",
         flags=("--ca",),
         rule=parse_configmap_ref("ca.crt"),
         target="ca",
@@ -453,6 +470,7 @@ BOOK_KEYS: Final[tuple[Key, ...]] = (
         "A client certificate and key, mounted into the agent only.",
         store_knob=True,
         store_shaped=True,
+        flag_carries="path",
         flags=(
             "--tls-cert",
             "--tls-key",
@@ -468,6 +486,7 @@ BOOK_KEYS: Final[tuple[Key, ...]] = (
         "A git deploy key, mounted owner-only into the agent.",
         store_knob=True,
         store_shaped=True,
+        flag_carries="path",
         flags=("--ssh-key",),
         rule=parse_configmap_ref("ssh-privatekey"),
         store_input="ssh_key",
@@ -654,6 +673,7 @@ BOOK_KEYS: Final[tuple[Key, ...]] = (
         document_key="metricsPort",
         store_knob=True,
         flags=("--metrics-addr",),
+        flag_carries="address",
         rule=parse_port,
     ),
     _k(
@@ -678,10 +698,11 @@ BOOK_KEYS: Final[tuple[Key, ...]] = (
         "revoke-grace",
         False,
         "seconds or a duration",
-        "5s",
+        REVOKE_GRACE,
         "How long the agent may spend revoking its lease on the way out.",
         flags=("--revoke-grace",),
         rule=parse_duration_seconds,
+        absent=REVOKE_GRACE,
     ),
     _k(
         "init-first",
@@ -706,10 +727,11 @@ BOOK_KEYS: Final[tuple[Key, ...]] = (
         "on-drift",
         False,
         "warn, repair or fail",
-        "warn",
+        ON_DRIFT[0],
         "What the agent does when something else rewrote the file.",
         flags=("--on-drift",),
         rule=one_of(*ON_DRIFT),
+        absent=ON_DRIFT[0],
         target="on_drift",
     ),
     _k(
@@ -721,6 +743,7 @@ BOOK_KEYS: Final[tuple[Key, ...]] = (
         flags=("--no-tls-reload",),
         rule=parse_bool,
         value=True,
+        target="tls_reload",
         flag_kind="negated",
     ),
     _k(
@@ -771,6 +794,7 @@ BOOK_KEYS: Final[tuple[Key, ...]] = (
         "name or name/key (key percent)",
         "none",
         "A percentage that holds new documents for part of the fleet.",
+        flag_carries="path",
         flags=("--canary",),
         rule=parse_configmap_ref("percent"),
     ),
@@ -813,6 +837,7 @@ BOOK_KEYS: Final[tuple[Key, ...]] = (
         "name or name/key (key schema.json)",
         "none",
         "A JSON Schema the document must satisfy before publish.",
+        flag_carries="path",
         flags=("--schema",),
         rule=parse_configmap_ref("schema.json"),
         target="schema",
@@ -821,30 +846,33 @@ BOOK_KEYS: Final[tuple[Key, ...]] = (
         "startup-policy",
         False,
         "allow-cached, require-fresh or best-effort",
-        "allow-cached",
+        STARTUP_POLICIES[0],
         "What the agent does when the first fetch fails.",
         flags=("--startup-policy",),
-        rule=verbatim,
+        rule=one_of(*STARTUP_POLICIES),
+        absent=STARTUP_POLICIES[0],
         target="startup_policy",
     ),
     _k(
         "on-delete",
         False,
         "retain, remove or fail",
-        "retain",
+        ON_DELETE[0],
         "What the agent does when the document disappears.",
         flags=("--on-delete",),
-        rule=verbatim,
+        rule=one_of(*ON_DELETE),
+        absent=ON_DELETE[0],
         target="on_delete",
     ),
     _k(
         "max-document-bytes",
         False,
         "whole bytes",
-        "8388608",
+        str(DEFAULT_MAX_DOCUMENT_BYTES),
         "The largest document the agent accepts.",
         flags=("--max-document-bytes",),
-        rule=verbatim,
+        rule=parse_positive_bytes,
+        absent=str(DEFAULT_MAX_DOCUMENT_BYTES),
         target="max_document_bytes",
     ),
     _k(
@@ -929,6 +957,7 @@ BOOK_KEYS: Final[tuple[Key, ...]] = (
         "A template from a ConfigMap; exclusive with template.",
         store_knob=True,
         store_shaped=True,
+        flag_carries="path",
         flags=("--template",),
         rule=parse_configmap_ref("template"),
     ),

@@ -44,6 +44,7 @@ __all__ = [
     "parse_history",
     "parse_mode",
     "parse_port",
+    "parse_positive_bytes",
     "parse_positive_seconds",
     "parse_quantity",
     "parse_secret_ref",
@@ -141,6 +142,16 @@ def parse_positive_seconds(text: str) -> int:
             "it to keep the store's own"
         )
     return seconds
+
+
+def parse_positive_bytes(text: str) -> int:
+    """A size in whole bytes above zero (``max-document-bytes``)."""
+    if not (text.isascii() and text.isdigit()):
+        raise RuleError("takes a whole number of bytes, for example 8388608")
+    count = int(text)
+    if count == 0:
+        raise RuleError('is "0", which no document fits; give a positive number of bytes')
+    return count
 
 
 def parse_store_budget(text: str) -> str:
@@ -336,7 +347,7 @@ def parse_agent_env(text: str) -> list[tuple[str, str]]:
     seen: set[str] = set()
     entries = [entry.strip() for entry in text.split(",")]
     if not any(entries):
-        raise RuleError("is empty; give NAME=value entries separated by commas, or drop it")
+        raise RuleError("names nothing; give NAME=value entries separated by commas, or drop it")
     for entry in entries:
         name, equals, value = entry.partition("=")
         name = name.strip()

@@ -4,7 +4,8 @@ The attributes are the annotations' vocabulary (contract §5), so a volume is le
 whichever shape delivers it: they are turned into the agent's own argument vector and parsed
 by the agent's parser (:func:`dynconf_k8s.agent.flags.parse_args`), and the store's
 ``validate()`` runs on the result afterwards — the node agent refuses what the sidecar
-refuses, in the same words.
+refuses. A refusal is data (the contract field, the problem, the fix), so it is spoken here
+as the volume attribute (:func:`field_spelling`), never by rewriting the agent's sentence.
 
 Credentials come only from the Secrets the kubelet hands over on publish (the volume's
 ``nodePublishSecretRef``): keys ``token``, ``password`` and ``endpoint`` become what the
@@ -48,6 +49,7 @@ __all__ = [
     "VolumeSpec",
     "parse_volume",
     "attribute_spelling",
+    "field_spelling",
     "refusal_text",
 ]
 
@@ -57,9 +59,8 @@ REQUIRED: Final = ("source", "key", "path")
 OPTIONAL: Final = tuple(row.csi or "" for row in _ROWS if row.csi not in REQUIRED)
 """Every optional attribute, read off the rows; ``token-secret`` only joins the sharing
 identity."""
-_SPECIAL: Final = ("path", "watch-seconds")
-"""Attributes turned into arguments here: ``path`` is inside the volume, ``watch-seconds``
-always watches."""
+_SPECIAL: Final = ("path",)
+"""Attributes turned into arguments here: ``path`` is inside the volume."""
 _FLAG_FOR: Final = {
     row.csi: row.flags[0] for row in _ROWS if row.csi and row.flags and row.csi not in _SPECIAL
 }
@@ -68,7 +69,10 @@ _SETTING_ROWS: Final = tuple(row for row in _ROWS if row.setting)
 """The loaded stores' setting inputs, each under its own attribute (``token-header``)."""
 """The fetch-shaping inputs: the volume's rows that set a plain StoreSpec string."""
 
-DEFAULT_WATCH_SECONDS: Final = 15
+_WATCH: Final = REGISTRY["watch-seconds"]
+DEFAULT_WATCH_SECONDS: Final = int(str(_WATCH.value))
+"""The resync a volume without ``watch-seconds`` gets: the row's default (a volume always
+watches)."""
 MAX_VALUE_CHARS: Final = 4096
 """Longest attribute value read (every real one is far shorter); longer is refused unread."""
 MAX_NAME_CHARS: Final = 316
@@ -118,8 +122,11 @@ class VolumeRefused(Exception):
     construction, so no caller (the gRPC status, a log line) sees more than 1 KiB.
     """
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, field: str | None = None) -> None:
         super().__init__(refusal_text(message))
+        self.field = field
+        """The contract field (a row's name: ``file-mode``) the agent's parser refused, when
+        it was one; a test or tool compares this, never the sentence."""
 
 
 def _refuse_oversized(attributes: Mapping[str, str]) -> None:
@@ -230,17 +237,6 @@ def _check_extension(path: str) -> None:
         )
 
 
-def _watch_seconds(attributes: Mapping[str, str]) -> int:
-    text = attributes.get("watch-seconds", "").strip()
-    if not text:
-        return DEFAULT_WATCH_SECONDS
-    if not text.isdigit() or int(text) < 1:
-        raise VolumeRefused(
-            'the volume attribute "watch-seconds" is not a whole number of seconds; give 1 or more'
-        )
-    return int(text)
-
-
 _ATTRIBUTE_OF: Final = {
     **{row.store_field or row.store_input or row.setting or "": row.csi for row in _ROWS
        if row.csi and (row.store_field or row.store_input or row.setting)},
@@ -262,11 +258,11 @@ def attribute_spelling(field: str) -> str:
     return f'the volume attribute "{field.removeprefix("extra.").replace("_", "-")}"'
 
 
-def _reword(message: str) -> str:
-    """The agent's flag spelling in a refusal, said as the volume attribute it came from."""
-    for attribute, flag in sorted(_FLAG_FOR.items(), key=lambda item: -len(item[1])):
-        message = message.replace(f"{flag} ", f'the volume attribute "{attribute}": ')
-    return message
+def field_spelling(field: str) -> str:
+    """A contract field (a row's name) as a volume spells it: its attribute. The spelling the
+    agent's parser's :class:`~dynconf.errors.Refusal` is rendered with for a publish."""
+    row = REGISTRY.get(field)
+    return f'the volume attribute "{row.csi if row is not None and row.csi else field}"'
 
 
 def _credential(attributes: Mapping[str, str], used: Mapping[str, str]) -> str:
@@ -302,14 +298,15 @@ def parse_volume(
             'the volume attribute "path" must name a file inside the volume, not the volume '
             "itself or a place a symlink leads to"
         ) from None
-    watch = _watch_seconds(attributes)
     if attributes.get("endpoint") and secrets.get("endpoint"):
         raise VolumeRefused(
             'the volume attribute "endpoint" and the Secret key "endpoint" both give the '
             "address; one address, one place: keep one of them"
         )
 
-    argv = ["--out", str(out), "--watch", str(watch)]
+    argv = ["--out", str(out)]
+    if not attributes.get(_WATCH.csi or ""):
+        argv += [_WATCH.flags[0], str(DEFAULT_WATCH_SECONDS)]  # a volume always watches
     for attribute, flag in _FLAG_FOR.items():
         value = attributes.get(attribute, "")
         if value and REGISTRY[attribute].bare:
@@ -321,7 +318,8 @@ def parse_volume(
     try:
         settings = parse_args(argv, environ)
     except UsageError as error:
-        raise VolumeRefused(_reword(str(error))) from None
+        refusal = error.refusal
+        raise VolumeRefused(refusal.render(field_spelling), refusal.field) from None
 
     store = settings.spec
     options = tuple(
@@ -351,7 +349,7 @@ def parse_volume(
         # the target is the trusted root: every write below it walks without a symlink
         request=dataclasses.replace(settings.request, root=target_path),
         store=store,
-        interval=float(watch),
+        interval=float(settings.watch or DEFAULT_WATCH_SECONDS),
         document=document,
         pod=pod or "unknown",
     )

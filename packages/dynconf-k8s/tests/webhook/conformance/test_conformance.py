@@ -89,24 +89,11 @@ def listed_differences() -> dict[str, str]:
     return _listed("Deliberate differences")
 
 
-def listed_pending() -> dict[str, str]:
-    """Case id -> the file whose owner has the change: the page's "Awaiting a change"."""
-    return _listed("Awaiting a change")
-
-
 CASES = _cases()
 
 
 def _params(cases: list[dict[str, Any]]) -> list[Any]:
-    """A case awaiting a change elsewhere is a strict xfail: it fails loudly once it passes."""
-    pending = listed_pending()
-    out = []
-    for case in cases:
-        marks = []
-        if case["id"] in pending:
-            marks.append(pytest.mark.xfail(strict=True, reason=f"awaits {pending[case['id']]}"))
-        out.append(pytest.param(case, id=case["id"], marks=marks))
-    return out
+    return [pytest.param(case, id=case["id"]) for case in cases]
 
 
 ADMISSION = _params([c for c in CASES if "document" not in c or "pod" in c])
@@ -353,8 +340,6 @@ def test_installation_document_case(case: dict[str, Any], tmp_path: Path) -> Non
             assert rendered.get(name) == value, rendered
 
 
-def test_every_listed_case_exists_and_no_case_is_listed_twice() -> None:
+def test_every_listed_case_exists() -> None:
     ids = {c["id"] for c in CASES}
-    differences, pending = set(listed_differences()), set(listed_pending())
-    assert differences | pending <= ids, (differences | pending) - ids
-    assert not differences & pending, differences & pending
+    assert set(listed_differences()) <= ids, set(listed_differences()) - ids
