@@ -57,7 +57,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 from . import kube
-from .common import Context, TestenvError, log, process_alive, stop_pids
+from .common import (
+    SYSTEM_TOOL_DIRS,
+    Context,
+    TestenvError,
+    go_binary,
+    log,
+    process_alive,
+    stop_pids,
+    system_tool,
+)
 from .oci import ImageConfig, write_archive
 
 NODE_NAME = "dynconf-node"
@@ -79,7 +88,7 @@ RUNTIME_PACKAGES = [
 PAUSE_IMAGE = "dynconf.local/pause:3.10.1"
 BUSYBOX_IMAGE = "dynconf.local/busybox:1.35"
 """``dynconf.local/`` keeps any accidental pull away from a real registry name."""
-HAND_LOADED = ("dynconf.local/*", "ghcr.io/dynamic-config-rs/*")
+HAND_LOADED = ("dynconf.local/*", "ghcr.io/dynconf/*")
 """The repositories of every image loaded into the node by hand (``ctr images import``): the
 node's own and the project's images (``images.REGISTRY``); the kubelet never needs to pull them."""
 
@@ -136,7 +145,7 @@ def _build_pause(ctx: Context) -> Path:
     if out.is_file():
         return out
     info = subprocess.run(
-        [kube.go_binary(), "mod", "download", "-json", f"k8s.io/kubernetes@{kube.k8s_version()}"],
+        [go_binary(), "mod", "download", "-json", f"k8s.io/kubernetes@{kube.k8s_version()}"],
         cwd=kube.BUILD_MODULE,
         env=kube.go_env(ctx),
         capture_output=True,
@@ -148,7 +157,7 @@ def _build_pause(ctx: Context) -> Path:
     source = Path(json.loads(info.stdout)["Dir"]) / "build" / "pause" / "linux" / "pause.c"
     tmp = out.with_suffix(".tmp")
     result = subprocess.run(
-        ["gcc", "-Os", "-Wall", "-Werror", "-static", "-DVERSION=v3.10.1-dynconf",
+        [system_tool("gcc"), "-Os", "-Wall", "-Werror", "-static", "-DVERSION=v3.10.1-dynconf",
          "-o", str(tmp), str(source)],
         capture_output=True, text=True, check=False,
     )  # fmt: skip
@@ -156,7 +165,7 @@ def _build_pause(ctx: Context) -> Path:
         raise TestenvError(
             f"gcc -static {source} failed (need gcc and libc6-dev):\n{result.stderr}"
         )
-    subprocess.run(["strip", str(tmp)], check=False)
+    subprocess.run([system_tool("strip"), str(tmp)], check=False)
     tmp.rename(out)
     return out
 
@@ -212,6 +221,8 @@ def install_node(ctx: Context) -> None:
 HOLDER_SCRIPT = """#!/bin/sh
 # Holds the node's private mount + network namespace; every node process joins it (nsenter).
 set -eu
+# ip and the other system tools may sit in sbin directories the caller's PATH leaves out
+PATH="$PATH:{sbin_dirs}"
 S={state}
 mount --make-rshared /
 for d in var run; do
@@ -265,11 +276,12 @@ def _start_namespace(ctx: Context, data: Path) -> int:
             node_name=NODE_NAME,
             sysctls=sysctls,
             service_ip=KUBERNETES_SERVICE_IP,
+            sbin_dirs=":".join(SYSTEM_TOOL_DIRS),
         )
     )
     script.chmod(0o755)
-    ctx.spawn("node-ns", ["unshare", "--mount", "--net", "--propagation", "private", "--fork",
-                          "/bin/sh", str(script)])  # fmt: skip
+    ctx.spawn("node-ns", [system_tool("unshare"), "--mount", "--net", "--propagation", "private",
+                          "--fork", "/bin/sh", str(script)])  # fmt: skip
     deadline = time.monotonic() + 10
     while (pid := _holder_pid(state)) is None:
         ctx._check_alive("node-ns", "the node namespace")
@@ -282,7 +294,7 @@ def _start_namespace(ctx: Context, data: Path) -> int:
 
 def nsenter(holder: int, argv: list[str]) -> list[str]:
     """``argv`` run inside the node's namespaces (nsenter execs it: same pid, same group)."""
-    return ["nsenter", "-t", str(holder), "-m", "-n", "--", *argv]
+    return [system_tool("nsenter"), "-t", str(holder), "-m", "-n", "--", *argv]
 
 
 # ---------------------------------------------------------------------------- configs

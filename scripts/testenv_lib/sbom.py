@@ -29,7 +29,7 @@ from typing import Any
 MEDIA_TYPE = "application/vnd.cyclonedx+json"
 SPEC_VERSION = "1.5"
 DISTRO = "debian-12"
-"""The stand-in for ``python:3.11-slim`` is bookworm (``images.BASE_PACKAGES``)."""
+"""The images' base is bookworm (``images.BASES``)."""
 
 
 def normalise(name: str) -> str:

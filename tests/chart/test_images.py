@@ -38,7 +38,7 @@ def test_every_image_the_chart_names_has_a_dockerfile() -> None:
               values["nodeAgent"]["image"]]  # fmt: skip
 
     for image in images:
-        component = image.rsplit("/", 1)[1].removeprefix("dynamic-config-")
+        component = image.rsplit("/", 1)[1].removeprefix("dynconf-")
         assert (DOCKER / f"Dockerfile.{component}").is_file(), image
         assert _entrypoint(component).endswith(f"/dynamic-config-{component}")
 
