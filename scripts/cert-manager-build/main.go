@@ -32,6 +32,7 @@ import (
 	controllerpkg "github.com/cert-manager/cert-manager/pkg/controller"
 	"github.com/cert-manager/cert-manager/pkg/controller/cainjector"
 	logf "github.com/cert-manager/cert-manager/pkg/logs"
+	"github.com/cert-manager/cert-manager/pkg/util"
 
 	// Each controller registers itself with controllerpkg.Known() when imported.
 	_ "github.com/cert-manager/cert-manager/pkg/controller/certificaterequests/approver"
@@ -45,6 +46,10 @@ import (
 	_ "github.com/cert-manager/cert-manager/pkg/controller/certificates/trigger"
 	_ "github.com/cert-manager/cert-manager/pkg/controller/clusterissuers"
 	_ "github.com/cert-manager/cert-manager/pkg/controller/issuers"
+
+	// The issuer kinds, which register themselves the same way when imported.
+	_ "github.com/cert-manager/cert-manager/pkg/issuer/ca"
+	_ "github.com/cert-manager/cert-manager/pkg/issuer/selfsigned"
 )
 
 // controllers are the loops run, by their registered names.
@@ -63,10 +68,12 @@ var controllers = []string{
 }
 
 func main() {
-	kubeconfig := flag.String("kubeconfig", "", "kubeconfig of the API server to reconcile against")
-	clusterNamespace := flag.String("cluster-resource-namespace", "cert-manager",
+	// a flag set of its own: controller-runtime registers --kubeconfig on the global one
+	flags := flag.NewFlagSet("cert-manager", flag.ExitOnError)
+	kubeconfig := flags.String("kubeconfig", "", "kubeconfig of the API server to reconcile against")
+	clusterNamespace := flags.String("cluster-resource-namespace", "cert-manager",
 		"namespace of the Secrets ClusterIssuers refer to")
-	flag.Parse()
+	_ = flags.Parse(os.Args[1:])
 	if *kubeconfig == "" {
 		fmt.Fprintln(os.Stderr, "cert-manager: --kubeconfig is required")
 		os.Exit(2)
@@ -147,6 +154,8 @@ func injector(ctx context.Context, kubeconfig string) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
+	// the reconcilers apply with the user agent's prefix as their field manager
+	config = util.RestConfigWithUserAgent(config, "cainjector")
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(cmscheme.AddToScheme(scheme))

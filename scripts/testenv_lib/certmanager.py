@@ -9,7 +9,7 @@ cert-manager's own CRDs (``deploy/crds`` of the same module version), which a te
 before it starts the controller.
 
 The binary is linked as ``<cache>/bin/cert-manager`` and the CRDs are under
-``<cache>/cert-manager/<version>/crds``; neither is rebuilt while present, and
+``<cache>/cert-manager/<version>-<source hash>/crds``; neither is rebuilt while present, and
 ``cert-manager.build.json`` records the build's seconds and bytes. The e2e leg runs the binary
 as a process beside the control plane (the node's kubeconfig), the way cert-manager runs
 outside a cluster during development.
@@ -17,6 +17,7 @@ outside a cluster during development.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import shutil
@@ -45,8 +46,12 @@ def cert_manager_version() -> str:
 
 
 def cert_manager_dir(ctx: Context) -> Path:
-    """Where the built binary and the CRDs of the pinned version live."""
-    return ctx.cache / NAME / cert_manager_version()
+    """Where the built binary and the CRDs of the pinned version live: one directory per
+    version and wrapper source, so an edit of ``main.go`` builds anew."""
+    digest = hashlib.sha256()
+    for name in ("main.go", "go.mod", "go.sum"):
+        digest.update((BUILD_MODULE / name).read_bytes())
+    return ctx.cache / NAME / f"{cert_manager_version()}-{digest.hexdigest()[:12]}"
 
 
 def install_cert_manager(ctx: Context) -> None:
