@@ -89,7 +89,7 @@ def test_watch_rerenders_within_a_second_and_logs_one_line_per_render(tmp_path: 
             "--out",
             str(out),
             "--watch",
-            "0.05",
+            "0.2",
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -118,7 +118,9 @@ def test_watch_rerenders_within_a_second_and_logs_one_line_per_render(tmp_path: 
         stdout, _ = process.communicate(timeout=10)
     assert process.returncode == 0
     rendered = [json.loads(line) for line in stdout.splitlines() if line.strip()]
-    assert all(line["event"] in {"rendered", "unchanged"} for line in rendered)
+    # a loaded machine may also see the file watch miss its bound, which is said once
+    # (watch_stalled) and then covered by the resync: not a render line
+    assert all(line["event"] in {"rendered", "unchanged", "watch_stalled"} for line in rendered)
 
 
 class RenderWatch:
