@@ -326,16 +326,27 @@ def test_image_sbom_travels_in_the_layout_as_an_artifact_of_the_image(
     assert json.loads(attached) == _sbom(archive)
 
 
+def _image_pins(name: str, archive: Path, uv_bin: Uv) -> dict[str, str]:
+    """What the image installs, by uv.lock: the third-party pins its Dockerfile selects (every
+    store client, or none) and the plugin lock's distributions."""
+    clients = parse_dockerfile(dockerfile(Context(), name)).clients
+    locked = _locked(uv_bin, _image_python(archive), clients)
+    plugins = json.loads(read_file(archive, "/opt/dynamic-config/plugins.lock"))["plugins"]
+    return locked | {normalise(p["distribution"]): p["version"] for p in plugins}
+
+
+def installed_pins(name: str, archive: Path, uv_bin: Uv) -> dict[str, str]:
+    """:func:`_image_pins` without what the image build removes whole: what its SBOM lists."""
+    return {n: v for n, v in _image_pins(name, archive, uv_bin).items() if n not in REMOVED_WHOLE}
+
+
 @pytest.mark.parametrize("name", IMAGES)
 def test_image_sbom_lists_every_locked_python_package(
     name: str, project_image: ProjectImage, uv_bin: Uv
 ) -> None:
     archive = project_image(name).archive
     listed = _purls(_sbom(archive), "pypi")
-    clients = parse_dockerfile(dockerfile(Context(), name)).clients
-    locked = _locked(uv_bin, _image_python(archive), clients)
-    plugins = json.loads(read_file(archive, "/opt/dynamic-config/plugins.lock"))["plugins"]
-    locked |= {normalise(p["distribution"]): p["version"] for p in plugins}
+    locked = _image_pins(name, archive, uv_bin)
     kept = {n: v for n, v in locked.items() if n not in REMOVED_WHOLE}
 
     missing = {n: v for n, v in kept.items() if listed.get(n) != v}

@@ -34,7 +34,7 @@ from dynconf_k8s.operator.types import CLASS_KIND, RENDER_KIND
 from tests.e2e.conftest import InstallChart, Release
 from tests.e2e.opnode_support import exec_in, wait_for
 from tests.e2e.support import Injector, statuses, wait_ready
-from tests.e2e.test_images import _image_python, _locked, _purls
+from tests.e2e.test_images import _purls, installed_pins
 from tests.e2e.test_operator import _operator_support
 from tests.fixtures.kube import REPO
 from tests.fixtures.node import KubeNode, ProjectImage
@@ -52,8 +52,6 @@ from release_lib.artifacts import (
     chart_versions,
     referrers,
 )
-from testenv_lib.oci import read_file
-from testenv_lib.sbom import normalise
 
 pytestmark = pytest.mark.e2e
 
@@ -264,9 +262,7 @@ def test_each_sbom_attestation_is_signed_and_lists_every_locked_package(
                     "--insecure-ignore-tlog", "--type", "cyclonedx", reference], timeout=120)  # fmt: skip
         envelope = json.loads(out.splitlines()[0])
         statement = json.loads(base64.b64decode(envelope["payload"]))
-        locked = _locked(uv_bin, _image_python(archive))
-        plugins = json.loads(read_file(archive, "/opt/dynamic-config/plugins.lock"))["plugins"]
-        locked |= {normalise(p["distribution"]): p["version"] for p in plugins}
+        locked = installed_pins(name, archive, uv_bin)
 
         listed = _purls(statement["predicate"], "pypi")
 
