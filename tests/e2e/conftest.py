@@ -139,6 +139,16 @@ class Release:
         ).data
         return body.decode()
 
+    def serving_expiries(self) -> dict[str, str]:
+        """Each webhook replica's ``dynamic_config_certificate_expires_at_seconds``: which
+        leaf it serves, so a rotation or renewal is seen to reach every replica."""
+        out = {}
+        for pod in self.webhook_pods():
+            for line in self.scrape(pod.metadata.name).splitlines():
+                if line.startswith("dynamic_config_certificate_expires_at_seconds"):
+                    out[pod.metadata.name] = line.rpartition(" ")[2]
+        return out
+
     def upgrade(self, values: dict[str, Any]) -> None:
         """``helm upgrade --reset-then-reuse-values --wait`` with ``values`` over the current ones.
 

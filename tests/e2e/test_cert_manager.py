@@ -187,16 +187,6 @@ def _secret(release: Release, name: str, namespace: str) -> dict[str, bytes]:
     return {key: base64.b64decode(value) for key, value in data.items()}
 
 
-def _expiries(release: Release) -> dict[str, str]:
-    """Each replica's ``dynamic_config_certificate_expires_at_seconds`` (its serving leaf)."""
-    out = {}
-    for pod in release.webhook_pods():
-        for line in release.scrape(pod.metadata.name).splitlines():
-            if line.startswith("dynamic_config_certificate_expires_at_seconds"):
-                out[pod.metadata.name] = line.rpartition(" ")[2]
-    return out
-
-
 def _admit(release: Release, namespace: str) -> str | None:
     """One annotated pod, dry run: None when it was injected, else why not."""
     probe = {
@@ -234,7 +224,7 @@ def test_a_renewal_reaches_every_replica_with_nothing_refused(
     release, namespace = issued
     custom = cert_manager
     name = f"{release.fullname}-webhook"
-    bundle, served = _ca_bundle(release), _expiries(release)
+    bundle, served = _ca_bundle(release), release.serving_expiries()
     assert len(served) == 2, served
     time.sleep(1.5)  # the renewed leaf's not-after then differs by at least a second
     # what `cmctl renew` does: ask for issuance through the Certificate's Issuing condition
@@ -255,7 +245,7 @@ def test_a_renewal_reaches_every_replica_with_nothing_refused(
         problem = _admit(release, namespace)
         if problem:
             refused.append(problem)
-        now = _expiries(release)
+        now = release.serving_expiries()
         if len(now) == len(served) and all(now[p] != served.get(p) for p in now):
             break
         assert time.monotonic() - began < RENEWAL_BOUND, (

@@ -57,16 +57,6 @@ def _ca_bundle(release: Release) -> str:
     return str(mwc.webhooks[0].client_config.ca_bundle)
 
 
-def _expiries(release: Release) -> dict[str, str]:
-    """Each replica's ``dynamic_config_certificate_expires_at_seconds`` (its serving leaf)."""
-    out = {}
-    for pod in release.webhook_pods():
-        for line in release.scrape(pod.metadata.name).splitlines():
-            if line.startswith("dynamic_config_certificate_expires_at_seconds"):
-                out[pod.metadata.name] = line.rpartition(" ")[2]
-    return out
-
-
 def _rotation_logs(release: Release) -> str:
     """Every replica's rotation and TLS lines, for a failure message."""
     lines = []
@@ -119,7 +109,7 @@ def test_pods_are_admitted_across_forced_rotations(rotating: tuple[Release, str]
     cycles = []
     try:
         for _ in range(ROTATIONS):
-            bundle, served = _ca_bundle(release), _expiries(release)
+            bundle, served = _ca_bundle(release), release.serving_expiries()
             forced = time.monotonic()
             core.patch_namespaced_secret(
                 secret, release.namespace, {"metadata": {"annotations": {NOT_AFTER: None}}}
@@ -131,7 +121,7 @@ def test_pods_are_admitted_across_forced_rotations(rotating: tuple[Release, str]
             bundled = time.monotonic()
             deadline = bundled + 150
             while True:
-                now = _expiries(release)
+                now = release.serving_expiries()
                 if len(now) == len(served) and all(now[p] != served.get(p) for p in now):
                     break
                 assert time.monotonic() < deadline, f"replicas still serve the old pair: {now}"

@@ -87,7 +87,7 @@ from tests.e2e.stores_support import (
     unbind_auth_delegator,
 )
 from tests.e2e.support import AGENT, describe, statuses, wait_ready
-from tests.e2e.test_rotation import NOT_AFTER, _ca_bundle, _expiries
+from tests.e2e.test_rotation import NOT_AFTER, _ca_bundle
 from tests.e2e.test_stores import (
     Stores,
     consul,
@@ -719,7 +719,7 @@ class Soak:
         release, core = self.release, self.release.core
         record = Rotation(self.now)
         self.rotations.append(record)
-        bundle, served = _ca_bundle(release), _expiries(release)
+        bundle, served = _ca_bundle(release), release.serving_expiries()
         core.patch_namespaced_secret(f"{release.fullname}-webhook-tls", release.namespace,
                                      {"metadata": {"annotations": {NOT_AFTER: None}}})  # fmt: skip
         forced = time.monotonic()
@@ -730,7 +730,7 @@ class Soak:
             time.sleep(1)
         record.bundled = time.monotonic() - forced
         while True:
-            now = _expiries(release)
+            now = release.serving_expiries()
             if len(now) == len(served) and all(now[p] != served.get(p) for p in now):
                 break
             if time.monotonic() - forced > 240:
